@@ -1,0 +1,37 @@
+// Package store persists fhirgate's Medplum-shaped administrative resources
+// (projects, client applications, users, memberships, bots, binaries, logins,
+// audit events, signing keys and async jobs).
+//
+// It has two layers.
+//
+// # Key-value layer
+//
+// [KV] and [Txn] are a deliberately narrow transactional interface: point
+// get/set/delete with optional TTL and ordered prefix scans. [Badger] is the
+// embedded implementation; a PostgreSQL implementation is planned so several
+// gateways can share state. Nothing above [KV] may assume Badger, or that this
+// process is the only writer.
+//
+// # Resource layer
+//
+// [Store] keeps typed resources on top of any [KV]. Every write validates the
+// resource, assigns meta.versionId and meta.lastUpdated, and maintains the
+// secondary indexes (unique email, bot identifiers, memberships by project and
+// user, audit events by bot and time, ...) inside the same transaction as the
+// record, so an index never disagrees with the record it points at. See
+// keys.go for the key layout.
+//
+// Every resource struct embeds [Base]. Because a struct cannot have both a
+// field and a method named Base, the accessor of the [Resource] interface is
+// GetBase.
+//
+// # Usage
+//
+//	kv, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
+//	if err != nil { ... }
+//	defer kv.Close()
+//	s := store.New(kv, store.Options{})
+//	p := &store.Project{Name: "demo"}
+//	if err := s.Create(ctx, p, store.PutOptions{}); err != nil { ... }
+//	bot, err := store.Get[store.Bot](ctx, s, botID)
+package store

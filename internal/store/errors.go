@@ -1,0 +1,31 @@
+package store
+
+import "errors"
+
+// ErrConflict is returned when a write violates a uniqueness constraint, an
+// If-Match version check fails, a delete is refused because other resources
+// still depend on the target, or a transaction kept conflicting with
+// concurrent writers. The wrapping error says which.
+var ErrConflict = errors.New("conflict")
+
+// ErrUnknownType is returned for a resource type the store does not keep.
+var ErrUnknownType = errors.New("unknown resource type")
+
+// ErrLocked is wrapped by [OpenBadger] when another process (or another open
+// handle in this process) holds the storage directory.
+var ErrLocked = errors.New("storage directory locked")
+
+// ValidationError reports an invalid resource field. Field is a JSON path
+// such as "identityProvider.userInfoUrl" or "identifier[1].value".
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	return e.Field + ": " + e.Message
+}
+
+func invalid(field, message string) *ValidationError {
+	return &ValidationError{Field: field, Message: message}
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// openTestKV opens a real Badger in a fresh temporary directory.
+func openTestKV(t testing.TB) (*Badger, string) {
+	t.Helper()
+	dir := t.TempDir()
+	kv, err := OpenBadger(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatalf("opening badger: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := kv.Close(); err != nil {
+			t.Errorf("closing badger: %v", err)
+		}
+	})
+	return kv, dir
+}
+
+func newTestStore(t testing.TB) *Store {
+	t.Helper()
+	kv, _ := openTestKV(t)
+	return New(kv, Options{})
+}
+
+func mustCreate[R Resource](t testing.TB, s *Store, r R) R {
+	t.Helper()
+	if err := s.Create(context.Background(), r, PutOptions{}); err != nil {
+		t.Fatalf("creating %T: %v", r, err)
+	}
+	return r
+}
+
+func seedProject(t testing.TB, s *Store, name string) *Project {
+	t.Helper()
+	return mustCreate(t, s, &Project{Name: name})
+}
+
+func seedUser(t testing.TB, s *Store, email string) *User {
+	t.Helper()
+	return mustCreate(t, s, &User{Email: email})
+}
+
+func seedMembership(t testing.TB, s *Store, p *Project, u *User, externalID string) *ProjectMembership {
+	t.Helper()
+	return mustCreate(t, s, &ProjectMembership{
+		Project:    Reference{Reference: "Project/" + p.ID},
+		User:       Reference{Reference: "User/" + u.ID},
+		ExternalID: externalID,
+	})
+}
+
+func seedBot(t testing.TB, s *Store, p *Project, name string, ids ...Identifier) *Bot {
+	t.Helper()
+	return mustCreate(t, s, &Bot{Base: Base{Meta: Meta{Project: p.ID}}, Name: name, Identifier: ids})
+}
+
+func toJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("encoding %T: %v", v, err)
+	}
+	return string(b)
+}
+
+func wantErrIs(t testing.TB, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error = %v, want %v", err, target)
+	}
+}

@@ -1,0 +1,125 @@
+package store
+
+import "strings"
+
+// Key layout. Every key is ASCII and '/'-separated:
+//
+//	r/<Type>/<id>                        -> resource JSON
+//	u/<index>/<v1>[/<v2>...]             -> id of the one resource holding that value (unique index)
+//	i/<index>/<v1>[/<v2>...]/<id>        -> "" (non-unique index; the id is the key's last component)
+//	g/<Type>/<id>                        -> "" (dependency guard, see below)
+//
+// Index values are escaped with escapeComponent ('%', '/' and '|' become %25,
+// %2F and %7C), so a value containing a separator can never collide with
+// another value or spill into the next component, and a prefix scan on
+// "i/<index>/<v1>/" matches exactly v1. Ids need no escaping: they are
+// validated against [A-Za-z0-9\-.]{1,64}. Escaping keeps byte order for values
+// without those characters, which the time-ordered audit index relies on.
+//
+// Indexes (values lower-cased where noted):
+//
+//	u/User.email/<email, lower-cased>
+//	u/ProjectMembership.externalId/<project>/<externalId>
+//	u/Bot.identifier/<project>/<system>/<value>
+//	i/<Type>.project/<project>/<id>                  every type with meta.project
+//	i/ProjectMembership.project-user/<project>/<user>/<id>
+//	i/ProjectMembership.user/<user>/<id>
+//	i/Bot.identifier-value/<project>/<value>/<id>    identifier lookups without a system
+//	i/Login.user/<user>/<id>
+//	i/AuditEvent.recorded/<recorded>/<id>            recorded is fixed-width UTC, so keys sort by time
+//	i/AuditEvent.bot-recorded/<bot>/<recorded>/<id>
+//
+// Index keys are written and deleted in the same transaction as their
+// record, with the record's TTL.
+//
+// Dependency guards close a phantom race: deleting a Project (or User) checks
+// by index scan that nothing references it, but an optimistic transaction
+// only conflicts on keys it actually read, and a membership created
+// concurrently is a key the scan never saw. So every write that requires a
+// referenced resource to exist also writes that resource's guard key, and a
+// delete reads the guard key of its target: whichever commits second
+// conflicts and is retried against the other's result. Referencing writers
+// only write the guard (never read it), so they do not conflict with each
+// other.
+const (
+	recordPrefix = "r/"
+	uniquePrefix = "u/"
+	indexPrefix  = "i/"
+	guardPrefix  = "g/"
+)
+
+const (
+	idxUserEmail             = "User.email"
+	idxMembershipExternalID  = "ProjectMembership.externalId"
+	idxMembershipProjectUser = "ProjectMembership.project-user"
+	idxMembershipUser        = "ProjectMembership.user"
+	idxBotIdentifier         = "Bot.identifier"
+	idxBotIdentifierValue    = "Bot.identifier-value"
+	idxLoginUser             = "Login.user"
+	idxAuditRecorded         = "AuditEvent.recorded"
+	idxAuditBotRecorded      = "AuditEvent.bot-recorded"
+)
+
+// projectIndex names the per-type project index.
+func projectIndex(resourceType string) string { return resourceType + ".project" }
+
+func recordKey(resourceType, id string) []byte {
+	return []byte(recordPrefix + resourceType + "/" + id)
+}
+
+func guardKey(resourceType, id string) []byte {
+	return []byte(guardPrefix + resourceType + "/" + id)
+}
+
+func recordTypePrefix(resourceType string) []byte {
+	return []byte(recordPrefix + resourceType + "/")
+}
+
+func uniqueKey(index string, values ...string) []byte {
+	var b strings.Builder
+	b.WriteString(uniquePrefix)
+	b.WriteString(index)
+	for _, v := range values {
+		b.WriteByte('/')
+		writeEscaped(&b, v)
+	}
+	return []byte(b.String())
+}
+
+// indexPrefixKey returns "i/<index>/<v1>/.../" for scanning.
+func indexPrefixKey(index string, values ...string) []byte {
+	var b strings.Builder
+	b.WriteString(indexPrefix)
+	b.WriteString(index)
+	b.WriteByte('/')
+	for _, v := range values {
+		writeEscaped(&b, v)
+		b.WriteByte('/')
+	}
+	return []byte(b.String())
+}
+
+func indexKey(index, id string, values ...string) []byte {
+	return append(indexPrefixKey(index, values...), id...)
+}
+
+// idFromIndexKey returns the id component of a non-unique index key.
+func idFromIndexKey(key []byte) string {
+	s := string(key)
+	return s[strings.LastIndexByte(s, '/')+1:]
+}
+
+func writeEscaped(b *strings.Builder, v string) {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		case '|':
+			b.WriteString("%7C")
+		default:
+			b.WriteByte(c)
+		}
+	}
+}

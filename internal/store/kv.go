@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned when a key or resource does not exist (or has
+// expired).
+var ErrNotFound = errors.New("not found")
+
+// ErrStopScan is returned by a [Txn.Scan] callback to end the scan early.
+// Scan then returns nil: it is a signal, not an error.
+var ErrStopScan = errors.New("stop scan")
+
+// KV is the narrow transactional key-value interface the resource layer is
+// built on. Implementations must provide snapshot reads and serializable
+// read-write transactions: a transaction that read a key another committed
+// transaction has since written must fail (and be retried by Update).
+type KV interface {
+	// View runs fn in a read-only snapshot transaction.
+	View(ctx context.Context, fn func(Txn) error) error
+	// Update runs fn in a read-write transaction and commits it if fn returns
+	// nil. On a serialization conflict the whole fn is run again (a bounded
+	// number of times), so fn must have no side effects outside the
+	// transaction. When the retries are exhausted the error wraps ErrConflict.
+	// A nil return means the write is durable.
+	Update(ctx context.Context, fn func(Txn) error) error
+	// Close releases the storage.
+	Close() error
+}
+
+// Txn is one transaction of a [KV].
+type Txn interface {
+	// Get returns a copy of the value stored at key, or ErrNotFound.
+	Get(key []byte) ([]byte, error)
+	// Set stores value at key. A ttl > 0 makes the key expire after ttl
+	// (second granularity); 0 keeps it forever.
+	Set(key, value []byte, ttl time.Duration) error
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(key []byte) error
+	// Scan calls fn for every key starting with prefix, in ascending key order
+	// (descending when reverse is set). key and value are copies that fn may
+	// retain. Returning ErrStopScan from fn ends the scan and Scan returns nil;
+	// any other error ends it and is returned. Writes made earlier in the same
+	// transaction are visible.
+	Scan(prefix []byte, reverse bool, fn func(key, value []byte) error) error
+}

@@ -1,0 +1,81 @@
+package store
+
+import "time"
+
+// Meta is the FHIR meta element. The store owns VersionID and LastUpdated.
+type Meta struct {
+	// VersionID is a new UUID on every write.
+	VersionID string `json:"versionId,omitempty"`
+	// LastUpdated is RFC 3339 UTC with milliseconds (2026-11-21T13:04:56.123Z).
+	LastUpdated string `json:"lastUpdated,omitempty"`
+	// Project is the bare id of the owning project, as in Medplum.
+	Project string `json:"project,omitempty"`
+}
+
+// Base holds the fields every resource has. It is embedded in every resource
+// struct so its JSON fields flatten into the resource.
+type Base struct {
+	ResourceType string `json:"resourceType"`
+	ID           string `json:"id,omitempty"`
+	Meta         Meta   `json:"meta"`
+}
+
+// GetBase returns b; it makes every struct embedding Base a [Resource].
+// (It cannot be named Base: a struct may not have a field and a method of the
+// same name, and the embedded field is named Base.)
+func (b *Base) GetBase() *Base { return b }
+
+// Resource is any resource kept by the [Store]: a pointer to one of the
+// resource structs of this package.
+type Resource interface {
+	GetBase() *Base
+}
+
+// Reference is a FHIR reference, "<ResourceType>/<id>".
+type Reference struct {
+	Reference string `json:"reference"`
+	Display   string `json:"display,omitempty"`
+}
+
+// Identifier is a FHIR business identifier.
+type Identifier struct {
+	System string `json:"system,omitempty"`
+	Value  string `json:"value"`
+}
+
+// Attachment is a FHIR attachment; fhirgate points URL at "Binary/<id>".
+type Attachment struct {
+	ContentType string `json:"contentType,omitempty"`
+	URL         string `json:"url,omitempty"`
+	Title       string `json:"title,omitempty"`
+}
+
+// ProjectSetting is a named value (Medplum's Project.secret and Bot.secret
+// entries).
+type ProjectSetting struct {
+	Name         string   `json:"name"`
+	ValueString  string   `json:"valueString,omitempty"`
+	ValueBoolean *bool    `json:"valueBoolean,omitempty"`
+	ValueDecimal *float64 `json:"valueDecimal,omitempty"`
+	ValueInteger *int64   `json:"valueInteger,omitempty"`
+}
+
+// Coding is a FHIR coding.
+type Coding struct {
+	System  string `json:"system,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Display string `json:"display,omitempty"`
+}
+
+// Period is a FHIR period; Start and End are RFC 3339 times.
+type Period struct {
+	Start string `json:"start,omitempty"`
+	End   string `json:"end,omitempty"`
+}
+
+// timeLayout is FHIR instant format as Medplum writes it: UTC, milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTime formats t as the store writes meta.lastUpdated and
+// AuditEvent.recorded: RFC 3339 UTC with milliseconds.
+func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }

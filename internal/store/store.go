@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Options configures a [Store]. The zero value is ready to use.
+type Options struct {
+	// Now returns the current time for meta.lastUpdated; nil means
+	// time.Now. (TTL expiry always follows the KV's real clock.)
+	Now func() time.Time
+}
+
+// Store keeps typed resources on a [KV]. It is safe for concurrent use;
+// several gateways may share one KV.
+type Store struct {
+	kv  KV
+	now func() time.Time
+}
+
+// New returns a Store on kv.
+func New(kv KV, o Options) *Store {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{kv: kv, now: now}
+}
+
+// KV returns the underlying key-value store.
+func (s *Store) KV() KV { return s.kv }
+
+// PutOptions adjusts a write.
+type PutOptions struct {
+	// IfMatch, when set, is the versionId the stored resource must
+	// currently have (an ETag like W/"<id>" is accepted too); otherwise
+	// the write fails with ErrConflict. Ignored by Create.
+	IfMatch string
+	// TTL > 0 makes the resource and its index entries expire together.
+	// Only Login, AuditEvent and AsyncJob accept a TTL.
+	TTL time.Duration
+}
+
+// Create stores r as a new resource. It always assigns a new UUID id
+// (ignoring any id r has), a new meta.versionId and meta.lastUpdated, and
+// updates r in place. On error r is left as it was. It returns a
+// *ValidationError for invalid content and ErrConflict when a unique value
+// (email, bot identifier, membership externalId) is taken.
+func (s *Store) Create(ctx context.Context, r Resource, o PutOptions) error {
+	res, err := asStorable(r)
+	if err != nil {
+		return err
+	}
+	b := r.GetBase()
+	saved := *b
+	b.ID = uuid.NewString()
+	o.IfMatch = ""
+	if _, err := s.write(ctx, res, o, false); err != nil {
+		*b = saved
+		return err
+	}
+	return nil
+}
+
+// Put creates or replaces the resource with r's id, which is required and
+// must have FHIR id syntax. Replacing updates the indexes atomically (an
+// old email, for example, becomes free). It reports whether the resource
+// was created. On error r is left as it was.
+func (s *Store) Put(ctx context.Context, r Resource, o PutOptions) (created bool, err error) {
+	res, err := asStorable(r)
+	if err != nil {
+		return false, err
+	}
+	b := r.GetBase()
+	if !ValidID(b.ID) {
+		return false, invalid("id", fmt.Sprintf("%q is not a valid id ([A-Za-z0-9-.]{1,64})", b.ID))
+	}
+	saved := *b
+	created, err = s.write(ctx, res, o, true)
+	if err != nil {
+		*b = saved
+		return false, err
+	}
+	return created, nil
+}
+
+// write stamps, validates and stores r with its indexes in one transaction.
+func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace bool) (bool, error) {
+	typ := r.resourceType()
+	b := r.GetBase()
+	if b.ResourceType != "" && b.ResourceType != typ {
+		return false, invalid("resourceType", fmt.Sprintf("is %q, expected %q", b.ResourceType, typ))
+	}
+	if o.TTL < 0 {
+		return false, fmt.Errorf("writing %s: negative TTL %s", typ, o.TTL)
+	}
+	if o.TTL > 0 && !r.allowsTTL() {
+		return false, fmt.Errorf("writing %s: resources of this type cannot have a TTL", typ)
+	}
+	b.ResourceType = typ
+	now := s.now()
+	b.Meta.VersionID = uuid.NewString()
+	b.Meta.LastUpdated = FormatTime(now)
+	r.normalize(now)
+	if err := r.validate(); err != nil {
+		return false, err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("encoding %s: %w", typ, err)
+	}
+	newIdx := allIndexes(r)
+	refs := r.references()
+	ifMatch := normalizeIfMatch(o.IfMatch)
+
+	var created bool
+	err = s.kv.Update(ctx, func(tx Txn) error {
+		created = true
+		var oldIdx []indexEntry
+		if replace {
+			old, err := readRecord(tx, typ, b.ID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				if ifMatch != "" {
+					return fmt.Errorf("%w: version conflict: %s/%s does not exist", ErrConflict, typ, b.ID)
+				}
+			case err != nil:
+				return err
+			default:
+				created = false
+				if ifMatch != "" && old.GetBase().Meta.VersionID != ifMatch {
+					return fmt.Errorf("%w: version conflict: %s/%s is not at version %q", ErrConflict, typ, b.ID, ifMatch)
+				}
+				oldIdx = allIndexes(old)
+			}
+		}
+		for _, ref := range refs {
+			if _, err := tx.Get(recordKey(ref.resourceType, ref.id)); err != nil {
+				if errors.Is(err, ErrNotFound) {
+					return invalid(ref.field, fmt.Sprintf("%s/%s does not exist", ref.resourceType, ref.id))
+				}
+				return err
+			}
+			if err := tx.Set(guardKey(ref.resourceType, ref.id), nil, 0); err != nil {
+				return err
+			}
+		}
+		keep := make(map[string]bool, len(newIdx))
+		for _, e := range newIdx {
+			keep[string(e.key)] = true
+			if !e.unique {
+				continue
+			}
+			holder, err := tx.Get(e.key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return err
+			case string(holder) != b.ID:
+				return fmt.Errorf("%w: %s already exists", ErrConflict, e.what)
+			}
+		}
+		for _, e := range oldIdx {
+			if !keep[string(e.key)] {
+				if err := tx.Delete(e.key); err != nil {
+					return err
+				}
+			}
+		}
+		for _, e := range newIdx {
+			var v []byte
+			if e.unique {
+				v = []byte(b.ID)
+			}
+			if err := tx.Set(e.key, v, o.TTL); err != nil {
+				return err
+			}
+		}
+		return tx.Set(recordKey(typ, b.ID), data, o.TTL)
+	})
+	if err != nil {
+		return false, fmt.Errorf("writing %s/%s: %w", typ, b.ID, err)
+	}
+	return created, nil
+}
+
+// allIndexes returns the type's indexes plus the generic project index.
+func allIndexes(r storable) []indexEntry {
+	idx := r.indexes()
+	b := r.GetBase()
+	if b.Meta.Project != "" {
+		idx = append(idx, indexEntry{key: indexKey(projectIndex(r.resourceType()), b.ID, b.Meta.Project)})
+	}
+	return idx
+}
+
+// normalizeIfMatch accepts a bare versionId or an ETag (W/"<id>" or "<id>").
+func normalizeIfMatch(s string) string {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "W/")
+	return strings.Trim(s, `"`)
+}
+
+// readRecord loads and decodes one record.
+func readRecord(tx Txn, resourceType, id string) (storable, error) {
+	data, err := tx.Get(recordKey(resourceType, id))
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(resourceType, data)
+}
+
+func decodeRecord(resourceType string, data []byte) (storable, error) {
+	r, err := newStorable(resourceType)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("decoding stored %s: %w", resourceType, err)
+	}
+	return r, nil
+}
+
+// Read loads the resource resourceType/id into into, which must be a
+// pointer to that type's struct (see [NewResource]). It returns ErrNotFound
+// when the resource does not exist or has expired.
+func (s *Store) Read(ctx context.Context, resourceType, id string, into Resource) error {
+	if _, err := newStorable(resourceType); err != nil {
+		return err
+	}
+	res, err := asStorable(into)
+	if err != nil {
+		return err
+	}
+	if res.resourceType() != resourceType {
+		return fmt.Errorf("reading %s/%s into a %T", resourceType, id, into)
+	}
+	if !ValidID(id) {
+		return fmt.Errorf("reading %s/%s: %w", resourceType, id, ErrNotFound)
+	}
+	var data []byte
+	err = s.kv.View(ctx, func(tx Txn) error {
+		var err error
+		data, err = tx.Get(recordKey(resourceType, id))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s/%s: %w", resourceType, id, err)
+	}
+	// Decode into a zeroed value so fields absent from the stored JSON do
+	// not keep what the caller's struct held.
+	reflect.ValueOf(into).Elem().SetZero()
+	if err := json.Unmarshal(data, into); err != nil {
+		return fmt.Errorf("decoding stored %s/%s: %w", resourceType, id, err)
+	}
+	return nil
+}
+
+// Delete removes a resource and its index entries. It returns ErrNotFound
+// when it does not exist, and ErrConflict for a Project that still has
+// memberships, client applications or bots, or a User that still has
+// memberships.
+func (s *Store) Delete(ctx context.Context, resourceType, id string) error {
+	if _, err := newStorable(resourceType); err != nil {
+		return err
+	}
+	if !ValidID(id) {
+		return fmt.Errorf("deleting %s/%s: %w", resourceType, id, ErrNotFound)
+	}
+	err := s.kv.Update(ctx, func(tx Txn) error {
+		old, err := readRecord(tx, resourceType, id)
+		if err != nil {
+			return err
+		}
+		// Read the guard so a concurrent write that references this
+		// resource makes one of the two transactions retry (keys.go).
+		if _, err := tx.Get(guardKey(resourceType, id)); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err := checkNoDependents(tx, resourceType, id); err != nil {
+			return err
+		}
+		for _, e := range allIndexes(old) {
+			if err := tx.Delete(e.key); err != nil {
+				return err
+			}
+		}
+		if err := tx.Delete(guardKey(resourceType, id)); err != nil {
+			return err
+		}
+		return tx.Delete(recordKey(resourceType, id))
+	})
+	if err != nil {
+		return fmt.Errorf("deleting %s/%s: %w", resourceType, id, err)
+	}
+	return nil
+}
+
+// dependents lists, per deletable type, the indexes whose entries for the
+// resource's id block its deletion.
+var dependents = map[string][]struct{ index, resourceType string }{
+	"Project": {
+		{projectIndex("ProjectMembership"), "ProjectMembership"},
+		{projectIndex("ClientApplication"), "ClientApplication"},
+		{projectIndex("Bot"), "Bot"},
+	},
+	"User": {
+		{idxMembershipUser, "ProjectMembership"},
+	},
+}
+
+func checkNoDependents(tx Txn, resourceType, id string) error {
+	for _, d := range dependents[resourceType] {
+		found := false
+		err := tx.Scan(indexPrefixKey(d.index, id), false, func(_, _ []byte) error {
+			found = true
+			return ErrStopScan
+		})
+		if err != nil {
+			return err
+		}
+		if found {
+			return fmt.Errorf("%w: %s %s still has %s resources; delete them first", ErrConflict, resourceType, id, d.resourceType)
+		}
+	}
+	return nil
+}

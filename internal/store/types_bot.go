@@ -1,0 +1,219 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Bot is a JavaScript/TypeScript function run by the gateway.
+type Bot struct {
+	Base
+	Name        string       `json:"name"`
+	Description string       `json:"description,omitempty"`
+	Identifier  []Identifier `json:"identifier,omitempty"`
+	// RuntimeVersion is "vmcontext" (the default when empty) or "fhirgate".
+	RuntimeVersion string `json:"runtimeVersion,omitempty"`
+	// Timeout is the run time limit in seconds, 0..900; 0 means the
+	// gateway default.
+	Timeout        int         `json:"timeout,omitempty"`
+	SourceCode     *Attachment `json:"sourceCode,omitempty"`
+	ExecutableCode *Attachment `json:"executableCode,omitempty"`
+	// AuditEventTrigger is always (the default when empty), never,
+	// on-error or on-output.
+	AuditEventTrigger string           `json:"auditEventTrigger,omitempty"`
+	Secret            []ProjectSetting `json:"secret,omitempty"`
+}
+
+// MaxBotTimeout is the largest Bot.Timeout, in seconds.
+const MaxBotTimeout = 900
+
+func (b *Bot) resourceType() string { return "Bot" }
+
+func (b *Bot) validate() error {
+	if err := checkProjectID("meta.project", b.Meta.Project, true); err != nil {
+		return err
+	}
+	if err := checkRequired("name", b.Name); err != nil {
+		return err
+	}
+	for i, id := range b.Identifier {
+		if err := checkRequired(fmt.Sprintf("identifier[%d].value", i), id.Value); err != nil {
+			return err
+		}
+	}
+	if b.RuntimeVersion != "" {
+		if err := checkEnum("runtimeVersion", b.RuntimeVersion, "vmcontext", "fhirgate"); err != nil {
+			return err
+		}
+	}
+	if b.Timeout < 0 || b.Timeout > MaxBotTimeout {
+		return invalid("timeout", fmt.Sprintf("%d is not between 0 and %d seconds", b.Timeout, MaxBotTimeout))
+	}
+	if b.SourceCode != nil && b.SourceCode.URL != "" {
+		if _, _, err := checkReference("sourceCode.url", b.SourceCode.URL, "Binary"); err != nil {
+			return err
+		}
+	}
+	if b.ExecutableCode != nil && b.ExecutableCode.URL != "" {
+		if _, _, err := checkReference("executableCode.url", b.ExecutableCode.URL, "Binary"); err != nil {
+			return err
+		}
+	}
+	if b.AuditEventTrigger != "" {
+		if err := checkEnum("auditEventTrigger", b.AuditEventTrigger, "always", "never", "on-error", "on-output"); err != nil {
+			return err
+		}
+	}
+	return checkSettings("secret", b.Secret)
+}
+
+func (b *Bot) references() []mustExist {
+	return []mustExist{{"meta.project", "Project", b.Meta.Project}}
+}
+
+func (b *Bot) indexes() []indexEntry {
+	var out []indexEntry
+	seen := make(map[Identifier]bool, len(b.Identifier))
+	values := make([]string, 0, len(b.Identifier))
+	for _, id := range b.Identifier {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, indexEntry{
+			key:    uniqueKey(idxBotIdentifier, b.Meta.Project, id.System, id.Value),
+			unique: true,
+			what:   fmt.Sprintf("a Bot with identifier %q in project %s", id.System+"|"+id.Value, b.Meta.Project),
+		})
+		if !slices.Contains(values, id.Value) {
+			values = append(values, id.Value)
+			out = append(out, indexEntry{key: indexKey(idxBotIdentifierValue, b.ID, b.Meta.Project, id.Value)})
+		}
+	}
+	return out
+}
+
+// Binary is raw content, base64 in Data; fhirgate keeps bot source and
+// compiled code in Binaries. Treat them as immutable: write a new one
+// instead of replacing.
+type Binary struct {
+	Base
+	ContentType string `json:"contentType"`
+	Data        string `json:"data,omitempty"`
+}
+
+func (b *Binary) resourceType() string { return "Binary" }
+
+func (b *Binary) validate() error {
+	if err := checkProjectID("meta.project", b.Meta.Project, false); err != nil {
+		return err
+	}
+	if err := checkRequired("contentType", b.ContentType); err != nil {
+		return err
+	}
+	return checkBase64("data", b.Data)
+}
+
+func (b *Binary) references() []mustExist {
+	if b.Meta.Project == "" {
+		return nil
+	}
+	return []mustExist{{"meta.project", "Project", b.Meta.Project}}
+}
+
+// AuditEvent records one bot run (Medplum's shape). It is normally written
+// with a retention TTL and listed newest first per bot.
+type AuditEvent struct {
+	Base
+	Type Coding `json:"type"`
+	// Recorded is when the event was recorded (RFC 3339); the store sets
+	// it to now when empty and normalizes it to UTC milliseconds.
+	Recorded string `json:"recorded"`
+	Period   *Period `json:"period,omitempty"`
+	// Outcome is a FHIR AuditEvent outcome code: "0" success, "4" minor
+	// failure, "8" serious failure, "12" major failure.
+	Outcome     string             `json:"outcome,omitempty"`
+	OutcomeDesc string             `json:"outcomeDesc,omitempty"`
+	Agent       []AuditEventAgent  `json:"agent,omitempty"`
+	Source      AuditEventSource   `json:"source"`
+	Entity      []AuditEventEntity `json:"entity,omitempty"`
+	Extension   []map[string]any   `json:"extension,omitempty"`
+}
+
+// AuditEventAgent is an actor of an audit event.
+type AuditEventAgent struct {
+	Who       Reference `json:"who"`
+	Requestor bool      `json:"requestor"`
+}
+
+// AuditEventSource is the reporter of an audit event.
+type AuditEventSource struct {
+	Observer Reference `json:"observer"`
+}
+
+// AuditEventEntity is a resource an audit event is about.
+type AuditEventEntity struct {
+	What Reference `json:"what"`
+}
+
+func (a *AuditEvent) resourceType() string { return "AuditEvent" }
+
+func (a *AuditEvent) allowsTTL() bool { return true }
+
+func (a *AuditEvent) normalize(now time.Time) {
+	if a.Recorded == "" {
+		a.Recorded = FormatTime(now)
+		return
+	}
+	if t, err := time.Parse(time.RFC3339Nano, a.Recorded); err == nil {
+		a.Recorded = FormatTime(t)
+	}
+}
+
+func (a *AuditEvent) validate() error {
+	if err := checkProjectID("meta.project", a.Meta.Project, false); err != nil {
+		return err
+	}
+	if err := checkTime("recorded", a.Recorded); err != nil {
+		return err
+	}
+	if a.Period != nil {
+		if err := checkTime("period.start", a.Period.Start); err != nil {
+			return err
+		}
+		if err := checkTime("period.end", a.Period.End); err != nil {
+			return err
+		}
+	}
+	if a.Outcome != "" {
+		if err := checkEnum("outcome", a.Outcome, "0", "4", "8", "12"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BotIDs returns the ids of the bots the event is about: Bot references in
+// entity[].what and source.observer, deduplicated, in order of appearance.
+func (a *AuditEvent) BotIDs() []string {
+	var ids []string
+	add := func(ref string) {
+		if id := refID(ref, "Bot"); id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, e := range a.Entity {
+		add(e.What.Reference)
+	}
+	add(a.Source.Observer.Reference)
+	return ids
+}
+
+func (a *AuditEvent) indexes() []indexEntry {
+	out := []indexEntry{{key: indexKey(idxAuditRecorded, a.ID, a.Recorded)}}
+	for _, bot := range a.BotIDs() {
+		out = append(out, indexEntry{key: indexKey(idxAuditBotRecorded, a.ID, bot, a.Recorded)})
+	}
+	return out
+}
