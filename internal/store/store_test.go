@@ -63,8 +63,10 @@ func crudCases() []crudCase {
 			mutate: func(r Resource) { r.(*Bot).AuditEventTrigger = "on-error" },
 		},
 		{
-			name:   "Binary",
-			build:  func(t *testing.T, s *Store) Resource { return &Binary{ContentType: "text/javascript", Data: "ZXhwb3J0IHt9"} },
+			name: "Binary",
+			build: func(t *testing.T, s *Store) Resource {
+				return &Binary{ContentType: "text/javascript", Data: "ZXhwb3J0IHt9"}
+			},
 			mutate: func(r Resource) { r.(*Binary).ContentType = "application/javascript" },
 		},
 		{
@@ -86,8 +88,10 @@ func crudCases() []crudCase {
 			mutate: func(r Resource) { r.(*AuditEvent).OutcomeDesc = "ok" },
 		},
 		{
-			name:   "JsonWebKey",
-			build:  func(t *testing.T, s *Store) Resource { return &JSONWebKey{Active: true, Alg: "ES256", Kty: "EC", Crv: "P-256", X: "x", Y: "y", D: "d"} },
+			name: "JsonWebKey",
+			build: func(t *testing.T, s *Store) Resource {
+				return &JSONWebKey{Active: true, Alg: "ES256", Kty: "EC", Crv: "P-256", X: "x", Y: "y", D: "d"}
+			},
 			mutate: func(r Resource) { r.(*JSONWebKey).Active = false; r.(*JSONWebKey).Retired = "2026-01-02T03:04:05Z" },
 		},
 		{

@@ -129,7 +129,7 @@ type AuditEvent struct {
 	Type Coding `json:"type"`
 	// Recorded is when the event was recorded (RFC 3339); the store sets
 	// it to now when empty and normalizes it to UTC milliseconds.
-	Recorded string `json:"recorded"`
+	Recorded string  `json:"recorded"`
 	Period   *Period `json:"period,omitempty"`
 	// Outcome is a FHIR AuditEvent outcome code: "0" success, "4" minor
 	// failure, "8" serious failure, "12" major failure.
