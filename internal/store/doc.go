@@ -21,9 +21,9 @@
 // record, so an index never disagrees with the record it points at. See
 // keys.go for the key layout.
 //
-// Every resource struct embeds [Base]. Because a struct cannot have both a
-// field and a method named Base, the accessor of the [Resource] interface is
-// GetBase.
+// Every resource struct embeds [Base] (under the unexported field name
+// "base", so that the Base method of the [Resource] interface is promoted):
+// use p.ID, p.Meta.Project or r.Base().Meta.VersionID.
 //
 // # Usage
 //

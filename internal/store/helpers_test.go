@@ -58,7 +58,7 @@ func seedMembership(t testing.TB, s *Store, p *Project, u *User, externalID stri
 
 func seedBot(t testing.TB, s *Store, p *Project, name string, ids ...Identifier) *Bot {
 	t.Helper()
-	return mustCreate(t, s, &Bot{Base: Base{Meta: Meta{Project: p.ID}}, Name: name, Identifier: ids})
+	return mustCreate(t, s, &Bot{base: Base{Meta: Meta{Project: p.ID}}, Name: name, Identifier: ids})
 }
 
 func toJSON(t testing.TB, v any) string {

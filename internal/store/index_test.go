@@ -75,9 +75,9 @@ func TestUniqueness(t *testing.T) {
 		conflict bool
 	}{
 		{name: "same email other case", r: &User{Email: "TAKEN@example.com"}, conflict: true},
-		{name: "bot identifier in same project", r: &Bot{Base: Base{Meta: Meta{Project: p1.ID}}, Name: "x", Identifier: []Identifier{{System: "https://sys", Value: "v1"}}}, conflict: true},
-		{name: "bot identifier in other project", r: &Bot{Base: Base{Meta: Meta{Project: p2.ID}}, Name: "x", Identifier: []Identifier{{System: "https://sys", Value: "v1"}}}},
-		{name: "bot identifier value with other system", r: &Bot{Base: Base{Meta: Meta{Project: p1.ID}}, Name: "x", Identifier: []Identifier{{System: "https://other", Value: "v1"}}}},
+		{name: "bot identifier in same project", r: &Bot{base: Base{Meta: Meta{Project: p1.ID}}, Name: "x", Identifier: []Identifier{{System: "https://sys", Value: "v1"}}}, conflict: true},
+		{name: "bot identifier in other project", r: &Bot{base: Base{Meta: Meta{Project: p2.ID}}, Name: "x", Identifier: []Identifier{{System: "https://sys", Value: "v1"}}}},
+		{name: "bot identifier value with other system", r: &Bot{base: Base{Meta: Meta{Project: p1.ID}}, Name: "x", Identifier: []Identifier{{System: "https://other", Value: "v1"}}}},
 		{name: "membership externalId in same project", r: &ProjectMembership{Project: Reference{Reference: "Project/" + p1.ID}, User: Reference{Reference: "User/" + u2.ID}, ExternalID: "ext-1"}, conflict: true},
 		{name: "membership externalId in other project", r: &ProjectMembership{Project: Reference{Reference: "Project/" + p2.ID}, User: Reference{Reference: "User/" + u2.ID}, ExternalID: "ext-1"}},
 	}
@@ -86,7 +86,7 @@ func TestUniqueness(t *testing.T) {
 			err := s.Create(ctx, tc.r, PutOptions{})
 			if tc.conflict {
 				wantErrIs(t, err, ErrConflict)
-				if tc.r.GetBase().ID != "" {
+				if tc.r.Base().ID != "" {
 					t.Fatal("failed Create left an id on the resource")
 				}
 				return
@@ -262,7 +262,7 @@ func TestDeleteRefusesWhileReferenced(t *testing.T) {
 		{
 			name: "project with client", target: "Project",
 			seed: func(t *testing.T, s *Store, p *Project, u *User) func() {
-				c := mustCreate(t, s, &ClientApplication{Base: Base{Meta: Meta{Project: p.ID}}})
+				c := mustCreate(t, s, &ClientApplication{base: Base{Meta: Meta{Project: p.ID}}})
 				return func() { mustDelete(t, s, "ClientApplication", c.ID) }
 			},
 		},

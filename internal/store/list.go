@@ -169,7 +169,7 @@ func (l *lister) visit(r storable) error {
 
 // matches applies every filter criterion to r.
 func matches(r storable, f Filter) bool {
-	if f.Project != "" && r.GetBase().Meta.Project != f.Project {
+	if f.Project != "" && r.Base().Meta.Project != f.Project {
 		return false
 	}
 	switch r := r.(type) {

@@ -80,7 +80,7 @@ func newStorable(resourceType string) (storable, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownType, resourceType)
 	}
 	r := mk()
-	r.GetBase().ResourceType = resourceType
+	r.Base().ResourceType = resourceType
 	return r, nil
 }
 

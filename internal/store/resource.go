@@ -12,23 +12,30 @@ type Meta struct {
 	Project string `json:"project,omitempty"`
 }
 
-// Base holds the fields every resource has. It is embedded in every resource
-// struct so its JSON fields flatten into the resource.
+// Base holds the fields every resource has. Every resource struct embeds
+// it, so its JSON fields flatten into the resource and ID, Meta and
+// ResourceType are promoted (p.ID, p.Meta.Project).
 type Base struct {
 	ResourceType string `json:"resourceType"`
 	ID           string `json:"id,omitempty"`
 	Meta         Meta   `json:"meta"`
 }
 
-// GetBase returns b; it makes every struct embedding Base a [Resource].
-// (It cannot be named Base: a struct may not have a field and a method of the
-// same name, and the embedded field is named Base.)
-func (b *Base) GetBase() *Base { return b }
+// Base returns b; through embedding it makes every resource struct a
+// [Resource].
+func (b *Base) Base() *Base { return b }
+
+// base is how resource structs embed Base. A struct cannot have both a
+// field and a method named Base, and embedding Base directly would create
+// the field; embedding it under this alias names the field "base" instead,
+// so the Base method is promoted. (Callers therefore set those fields
+// through the promoted names, not in a composite literal.)
+type base = Base
 
 // Resource is any resource kept by the [Store]: a pointer to one of the
 // resource structs of this package.
 type Resource interface {
-	GetBase() *Base
+	Base() *Base
 }
 
 // Reference is a FHIR reference, "<ResourceType>/<id>".

@@ -59,7 +59,7 @@ func (s *Store) Create(ctx context.Context, r Resource, o PutOptions) error {
 	if err != nil {
 		return err
 	}
-	b := r.GetBase()
+	b := r.Base()
 	saved := *b
 	b.ID = uuid.NewString()
 	o.IfMatch = ""
@@ -79,7 +79,7 @@ func (s *Store) Put(ctx context.Context, r Resource, o PutOptions) (created bool
 	if err != nil {
 		return false, err
 	}
-	b := r.GetBase()
+	b := r.Base()
 	if !ValidID(b.ID) {
 		return false, invalid("id", fmt.Sprintf("%q is not a valid id ([A-Za-z0-9-.]{1,64})", b.ID))
 	}
@@ -95,7 +95,7 @@ func (s *Store) Put(ctx context.Context, r Resource, o PutOptions) (created bool
 // write stamps, validates and stores r with its indexes in one transaction.
 func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace bool) (bool, error) {
 	typ := r.resourceType()
-	b := r.GetBase()
+	b := r.Base()
 	if b.ResourceType != "" && b.ResourceType != typ {
 		return false, invalid("resourceType", fmt.Sprintf("is %q, expected %q", b.ResourceType, typ))
 	}
@@ -136,7 +136,7 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 				return err
 			default:
 				created = false
-				if ifMatch != "" && old.GetBase().Meta.VersionID != ifMatch {
+				if ifMatch != "" && old.Base().Meta.VersionID != ifMatch {
 					return fmt.Errorf("%w: version conflict: %s/%s is not at version %q", ErrConflict, typ, b.ID, ifMatch)
 				}
 				oldIdx = allIndexes(old)
@@ -195,7 +195,7 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 // allIndexes returns the type's indexes plus the generic project index.
 func allIndexes(r storable) []indexEntry {
 	idx := r.indexes()
-	b := r.GetBase()
+	b := r.Base()
 	if b.Meta.Project != "" {
 		idx = append(idx, indexEntry{key: indexKey(projectIndex(r.resourceType()), b.ID, b.Meta.Project)})
 	}

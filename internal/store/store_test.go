@@ -28,7 +28,7 @@ func crudCases() []crudCase {
 			build: func(t *testing.T, s *Store) Resource {
 				p := seedProject(t, s, "p")
 				return &ClientApplication{
-					Base: Base{Meta: Meta{Project: p.ID}}, Name: "c", AccessTokenLifetime: "1h",
+					base: Base{Meta: Meta{Project: p.ID}}, Name: "c", AccessTokenLifetime: "1h",
 					IdentityProvider: &IdentityProvider{UserInfoURL: "https://idp.example/userinfo", Timeout: "5s", CacheTTL: "1m"},
 				}
 			},
@@ -55,7 +55,7 @@ func crudCases() []crudCase {
 			build: func(t *testing.T, s *Store) Resource {
 				p := seedProject(t, s, "p")
 				return &Bot{
-					Base: Base{Meta: Meta{Project: p.ID}}, Name: "b", RuntimeVersion: "fhirgate", Timeout: 10,
+					base: Base{Meta: Meta{Project: p.ID}}, Name: "b", RuntimeVersion: "fhirgate", Timeout: 10,
 					Identifier: []Identifier{{System: "https://x", Value: "b1"}},
 					SourceCode: &Attachment{ContentType: "text/typescript", URL: "Binary/src-1", Title: "index.ts"},
 				}
@@ -121,11 +121,11 @@ func TestCRUDEveryType(t *testing.T) {
 			ctx := context.Background()
 			s := newTestStore(t)
 			r := tc.build(t, s)
-			r.GetBase().ID = "ignored-by-create"
+			r.Base().ID = "ignored-by-create"
 			if err := s.Create(ctx, r, PutOptions{}); err != nil {
 				t.Fatalf("Create: %v", err)
 			}
-			b := r.GetBase()
+			b := r.Base()
 			covered[b.ResourceType] = true
 			if b.ID == "ignored-by-create" || !ValidID(b.ID) {
 				t.Fatalf("Create kept or produced a bad id %q", b.ID)
@@ -179,7 +179,7 @@ func TestCRUDEveryType(t *testing.T) {
 func TestPutCreatesWithGivenID(t *testing.T) {
 	ctx := context.Background()
 	s := newTestStore(t)
-	p := &Project{Base: Base{ID: "my-project.1"}, Name: "p"}
+	p := &Project{base: Base{ID: "my-project.1"}, Name: "p"}
 	created, err := s.Put(ctx, p, PutOptions{})
 	if err != nil || !created {
 		t.Fatalf("Put = %v, %v; want true, nil", created, err)
@@ -234,7 +234,7 @@ func TestVersioning(t *testing.T) {
 	}
 
 	t.Run("If-Match on a missing resource is a conflict", func(t *testing.T) {
-		_, err := s.Put(ctx, &User{Base: Base{ID: "nobody"}, Email: "n@example.com"}, PutOptions{IfMatch: "x"})
+		_, err := s.Put(ctx, &User{base: Base{ID: "nobody"}, Email: "n@example.com"}, PutOptions{IfMatch: "x"})
 		wantErrIs(t, err, ErrConflict)
 	})
 }
@@ -252,7 +252,7 @@ func TestReadErrors(t *testing.T) {
 		{name: "missing id", typ: "User", id: "missing", into: &User{}, wantErr: ErrNotFound},
 		{name: "invalid id", typ: "User", id: "a/b", into: &User{}, wantErr: ErrNotFound},
 		{name: "unknown type", typ: "Patient", id: u.ID, into: &User{}, wantErr: ErrUnknownType},
-		{name: "foreign Go type", typ: "User", id: u.ID, into: &struct{ Base }{}, wantErr: ErrUnknownType},
+		{name: "foreign Go type", typ: "User", id: u.ID, into: &struct{ base }{}, wantErr: ErrUnknownType},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,7 +278,7 @@ func TestRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewResource(%q): %v", typ, err)
 		}
-		if got := r.GetBase().ResourceType; got != typ {
+		if got := r.Base().ResourceType; got != typ {
 			t.Errorf("NewResource(%q).ResourceType = %q", typ, got)
 		}
 		if got := r.(storable).resourceType(); got != typ {
@@ -292,7 +292,7 @@ func TestRegistry(t *testing.T) {
 
 func TestResourceTypeMismatchIsRejected(t *testing.T) {
 	s := newTestStore(t)
-	err := s.Create(context.Background(), &Project{Base: Base{ResourceType: "User"}, Name: "p"}, PutOptions{})
+	err := s.Create(context.Background(), &Project{base: Base{ResourceType: "User"}, Name: "p"}, PutOptions{})
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "resourceType" {
 		t.Fatalf("error = %v, want a resourceType ValidationError", err)

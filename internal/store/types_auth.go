@@ -3,7 +3,7 @@ package store
 // Login is one authentication session: the grant behind an access token and
 // its refresh token. It is normally written with a TTL.
 type Login struct {
-	Base
+	base
 	User       Reference  `json:"user"`
 	Membership Reference  `json:"membership,omitzero"`
 	Client     *Reference `json:"client,omitempty"`
@@ -65,7 +65,7 @@ func (l *Login) indexes() []indexEntry {
 // JSONWebKey is a token-signing key (resource type "JsonWebKey"). D is the
 // private key and must never leave the server.
 type JSONWebKey struct {
-	Base
+	base
 	Active bool   `json:"active"`
 	Alg    string `json:"alg"`
 	Kty    string `json:"kty"`
@@ -99,7 +99,7 @@ func (k *JSONWebKey) validate() error {
 // AsyncJob tracks a long-running operation (FHIR asynchronous request
 // pattern). It may be written with a TTL.
 type AsyncJob struct {
-	Base
+	base
 	// Status is accepted, active, completed, error or cancelled.
 	Status          string `json:"status"`
 	Request         string `json:"request"`

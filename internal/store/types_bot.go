@@ -8,7 +8,7 @@ import (
 
 // Bot is a JavaScript/TypeScript function run by the gateway.
 type Bot struct {
-	Base
+	base
 	Name        string       `json:"name"`
 	Description string       `json:"description,omitempty"`
 	Identifier  []Identifier `json:"identifier,omitempty"`
@@ -98,7 +98,7 @@ func (b *Bot) indexes() []indexEntry {
 // compiled code in Binaries. Treat them as immutable: write a new one
 // instead of replacing.
 type Binary struct {
-	Base
+	base
 	ContentType string `json:"contentType"`
 	Data        string `json:"data,omitempty"`
 }
@@ -125,7 +125,7 @@ func (b *Binary) references() []mustExist {
 // AuditEvent records one bot run (Medplum's shape). It is normally written
 // with a retention TTL and listed newest first per bot.
 type AuditEvent struct {
-	Base
+	base
 	Type Coding `json:"type"`
 	// Recorded is when the event was recorded (RFC 3339); the store sets
 	// it to now when empty and normalizes it to UTC milliseconds.

@@ -9,7 +9,7 @@ import (
 // Project is a Medplum project: the tenant that owns clients, bots and
 // memberships.
 type Project struct {
-	Base
+	base
 	Name        string           `json:"name"`
 	Description string           `json:"description,omitempty"`
 	Secret      []ProjectSetting `json:"secret,omitempty"`
@@ -31,7 +31,7 @@ func (p *Project) validate() error {
 // ClientApplication is an OAuth client of a project. With an
 // IdentityProvider it accepts external access tokens for token exchange.
 type ClientApplication struct {
-	Base
+	base
 	Name             string            `json:"name,omitempty"`
 	Description      string            `json:"description,omitempty"`
 	IdentityProvider *IdentityProvider `json:"identityProvider,omitempty"`
@@ -88,7 +88,7 @@ func (c *ClientApplication) references() []mustExist {
 
 // User is a server-wide user account, unique by email (case-insensitive).
 type User struct {
-	Base
+	base
 	Email     string `json:"email"`
 	FirstName string `json:"firstName,omitempty"`
 	LastName  string `json:"lastName,omitempty"`
@@ -118,7 +118,7 @@ func normalizeEmail(email string) string { return strings.ToLower(email) }
 
 // ProjectMembership grants a user (with a profile) access to a project.
 type ProjectMembership struct {
-	Base
+	base
 	// Project is "Project/<id>"; meta.project is derived from it.
 	Project Reference `json:"project"`
 	// User is "User/<id>".
