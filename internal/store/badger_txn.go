@@ -53,8 +53,13 @@ func (t *badgerTxn) Delete(key []byte) error {
 
 func (t *badgerTxn) Scan(prefix []byte, reverse bool, fn func(key, value []byte) error) error {
 	opts := badger.DefaultIteratorOptions
-	opts.Prefix = prefix
 	opts.Reverse = reverse
+	if !reverse {
+		// Prefix lets Badger skip tables outside the range. In reverse mode
+		// it would also make Valid false on the seek position just past the
+		// range (see seekReverse), so there the loop condition filters.
+		opts.Prefix = prefix
+	}
 	// Most scans are over index keys with empty values; record values are
 	// read lazily per item instead of prefetching.
 	opts.PrefetchValues = false

@@ -74,6 +74,9 @@ type JSONWebKey struct {
 	Y      string `json:"y,omitempty"`
 	D      string `json:"d,omitempty"`
 	Use    string `json:"use,omitempty"`
+	// Created is the RFC 3339 time the key was generated; the newest
+	// active key signs.
+	Created string `json:"created,omitempty"`
 	// Retired is the RFC 3339 time the key stopped signing; it is still
 	// published for verification for a while after that.
 	Retired string `json:"retired,omitempty"`
@@ -92,6 +95,9 @@ func (k *JSONWebKey) validate() error {
 		if err := checkEnum("use", k.Use, "sig", "enc"); err != nil {
 			return err
 		}
+	}
+	if err := checkTime("created", k.Created); err != nil {
+		return err
 	}
 	return checkTime("retired", k.Retired)
 }

@@ -1,0 +1,319 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestScan(t *testing.T) {
+	ctx := context.Background()
+	kv, _ := openTestKV(t)
+	keys := []string{"a/1", "a/2", "a/3", "a0", "a\xff", "a\xff\x01", "b/1", "\xff\xff/1"}
+	err := kv.Update(ctx, func(tx Txn) error {
+		for _, k := range keys {
+			if err := tx.Set([]byte(k), []byte("v-"+k), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		prefix  string
+		reverse bool
+		stopAt  int // stop after this many keys; 0 = never
+		want    []string
+	}{
+		{name: "forward", prefix: "a/", want: []string{"a/1", "a/2", "a/3"}},
+		{name: "reverse", prefix: "a/", reverse: true, want: []string{"a/3", "a/2", "a/1"}},
+		{name: "reverse skips the successor key", prefix: "a", reverse: true, want: []string{"a\xff\x01", "a\xff", "a0", "a/3", "a/2", "a/1"}},
+		{name: "reverse with 0xff prefix", prefix: "a\xff", reverse: true, want: []string{"a\xff\x01", "a\xff"}},
+		{name: "reverse with all-0xff prefix", prefix: "\xff\xff", reverse: true, want: []string{"\xff\xff/1"}},
+		{name: "stop early", prefix: "a/", stopAt: 2, want: []string{"a/1", "a/2"}},
+		{name: "no match", prefix: "c", want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			err := kv.View(ctx, func(tx Txn) error {
+				return tx.Scan([]byte(tc.prefix), tc.reverse, func(k, v []byte) error {
+					if string(v) != "v-"+string(k) {
+						t.Errorf("value of %q = %q", k, v)
+					}
+					got = append(got, string(k))
+					if len(got) == tc.stopAt {
+						return ErrStopScan
+					}
+					return nil
+				})
+			})
+			if err != nil {
+				t.Fatalf("Scan: %v", err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Scan = %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("callback error is returned", func(t *testing.T) {
+		boom := errors.New("boom")
+		err := kv.View(ctx, func(tx Txn) error {
+			return tx.Scan([]byte("a/"), false, func(_, _ []byte) error { return boom })
+		})
+		wantErrIs(t, err, boom)
+	})
+	t.Run("scan sees the transaction's own writes", func(t *testing.T) {
+		var got []string
+		err := kv.Update(ctx, func(tx Txn) error {
+			if err := tx.Set([]byte("a/25"), []byte("v-a/25"), 0); err != nil {
+				return err
+			}
+			if err := tx.Delete([]byte("a/1")); err != nil {
+				return err
+			}
+			got = nil
+			return tx.Scan([]byte("a/"), false, func(k, _ []byte) error {
+				got = append(got, string(k))
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"a/2", "a/25", "a/3"}; !slices.Equal(got, want) {
+			t.Fatalf("Scan = %q, want %q", got, want)
+		}
+	})
+}
+
+func TestGetMissingKey(t *testing.T) {
+	kv, _ := openTestKV(t)
+	err := kv.View(context.Background(), func(tx Txn) error {
+		_, err := tx.Get([]byte("nope"))
+		return err
+	})
+	wantErrIs(t, err, ErrNotFound)
+}
+
+func TestUpdateRetriesConflicts(t *testing.T) {
+	ctx := context.Background()
+	kv, _ := openTestKV(t)
+	// A counter incremented by many goroutines only ends right if every
+	// conflicting read-modify-write was retried.
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			errs <- kv.Update(ctx, func(tx Txn) error {
+				v, err := tx.Get([]byte("counter"))
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return err
+				}
+				return tx.Set([]byte("counter"), append(v, 'x'), 0)
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		if err == nil {
+			ok++
+		} else if !errors.Is(err, ErrConflict) {
+			t.Fatalf("Update: %v", err)
+		}
+	}
+	var got []byte
+	err := kv.View(ctx, func(tx Txn) error {
+		var err error
+		got, err = tx.Get([]byte("counter"))
+		return err
+	})
+	if err != nil || len(got) != ok {
+		t.Fatalf("counter = %d after %d successful updates (%v)", len(got), ok, err)
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	kv, _ := openTestKV(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	wantErrIs(t, kv.Update(ctx, func(Txn) error { return nil }), context.Canceled)
+	wantErrIs(t, kv.View(ctx, func(Txn) error { return nil }), context.Canceled)
+}
+
+func TestLockedDirectory(t *testing.T) {
+	kv, dir := openTestKV(t)
+	_ = kv
+	_, err := OpenBadger(BadgerOptions{Dir: dir})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open error = %v, want ErrLocked", err)
+	}
+	if want := "storage directory " + dir + " is locked by another fhirgate/caddy process"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not contain %q", err, want)
+	}
+}
+
+func TestOpenRequiresDir(t *testing.T) {
+	if _, err := OpenBadger(BadgerOptions{}); err == nil {
+		t.Fatal("opening without a directory succeeded")
+	}
+}
+
+func TestInMemory(t *testing.T) {
+	kv, err := OpenBadger(BadgerOptions{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	s := New(kv, Options{})
+	u := seedUser(t, s, "mem@example.com")
+	if got, err := s.UserByEmail(context.Background(), "mem@example.com"); err != nil || got.ID != u.ID {
+		t.Fatalf("UserByEmail = %v, %v", got, err)
+	}
+	kv.RunGC() // must be a no-op, not an error log or panic
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	kv, err := OpenBadger(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(kv, Options{})
+	p := seedProject(t, s, "p")
+	u := seedUser(t, s, "keep@example.com")
+	m := seedMembership(t, s, p, u, "ext")
+	if err := kv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	kv, err = OpenBadger(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	defer kv.Close()
+	s = New(kv, Options{})
+	got, err := s.MembershipByExternalID(ctx, p.ID, "ext")
+	if err != nil || toJSON(t, got) != toJSON(t, m) {
+		t.Fatalf("after reopen: %v, %v", got, err)
+	}
+	if _, err := s.UserByEmail(ctx, "keep@example.com"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBackupRestore(t *testing.T) {
+	ctx := context.Background()
+	src, _ := openTestKV(t)
+	s := New(src, Options{})
+	p := seedProject(t, s, "p")
+	u := seedUser(t, s, "backup@example.com")
+	seedMembership(t, s, p, u, "ext")
+	b := seedBot(t, s, p, "bot", Identifier{System: "https://s", Value: "v"})
+	bin := mustCreate(t, s, &Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 1000)}) // > value threshold
+	login := &Login{User: Reference{Reference: "User/" + u.ID}}
+	if err := s.Create(ctx, login, PutOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := seedUser(t, s, "deleted@example.com")
+	mustDelete(t, s, "User", deleted.ID)
+
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatalf("Backup: %v", err)
+	}
+	backup := buf.Bytes()
+
+	dump := func(s *Store) string {
+		var sb strings.Builder
+		for _, typ := range ResourceTypes() {
+			rs, err := s.List(ctx, typ, Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.WriteString(toJSON(t, rs))
+		}
+		return sb.String()
+	}
+
+	dst, _ := openTestKV(t)
+	if err := dst.Restore(bytes.NewReader(backup)); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	r := New(dst, Options{})
+	if got, want := dump(r), dump(s); got != want {
+		t.Fatalf("restored data differs:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := r.BotByIdentifier(ctx, p.ID, "https://s", "v"); err != nil {
+		t.Fatalf("bot index not restored: %v", err)
+	}
+	if _, err := r.UserByEmail(ctx, "deleted@example.com"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted user came back: %v", err)
+	}
+	if got, err := Get[Binary](ctx, r, bin.ID); err != nil || got.Data != bin.Data {
+		t.Fatalf("binary not restored: %v", err)
+	}
+	for k, exp := range keysWithPrefixes(t, dst, "r/Login/", "i/Login.") {
+		if exp == 0 {
+			t.Fatalf("restored %s lost its TTL", k)
+		}
+	}
+
+	t.Run("restore over existing data overwrites and merges", func(t *testing.T) {
+		b.Name = "renamed after backup"
+		if _, err := r.Put(ctx, b, PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		extra := seedUser(t, r, "extra@example.com")
+		if err := dst.Restore(bytes.NewReader(backup)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Get[Bot](ctx, r, b.ID)
+		if err != nil || got.Name != "bot" {
+			t.Fatalf("bot after restore = %v, %v; want the backup's name", got, err)
+		}
+		if _, err := Get[User](ctx, r, extra.ID); err != nil {
+			t.Fatalf("key absent from the backup was dropped: %v", err)
+		}
+	})
+
+	t.Run("corrupt stream", func(t *testing.T) {
+		if err := dst.Restore(bytes.NewReader(backup[:len(backup)/2])); err == nil {
+			t.Fatal("restoring a truncated backup succeeded")
+		}
+	})
+}
+
+func TestRunGC(t *testing.T) {
+	ctx := context.Background()
+	kv, _ := openTestKV(t)
+	s := New(kv, Options{})
+	// Rewrite large values so the value log has garbage to collect.
+	bin := mustCreate(t, s, &Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 4096)})
+	for range 20 {
+		if _, err := s.Put(ctx, bin, PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv.RunGC()
+	if got, err := Get[Binary](ctx, s, bin.ID); err != nil || got.Data != bin.Data {
+		t.Fatalf("binary after GC: %v", err)
+	}
+}
