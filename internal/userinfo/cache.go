@@ -58,6 +58,12 @@ func (c *cache) put(key *[32]byte, info *Info, expires time.Time) {
 	c.m[*key] = cacheEntry{info: info, expires: expires}
 }
 
+func (c *cache) delete(key *[32]byte) {
+	c.mu.Lock()
+	delete(c.m, *key)
+	c.mu.Unlock()
+}
+
 func (c *cache) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -220,6 +220,19 @@ func (c *Client) Lookup(ctx context.Context, req LookupRequest) (*Info, error) {
 	}
 }
 
+// Forget drops the cached answer for req's client, URL and token, if any.
+// A caller uses it when an answer, though well-formed, led to a refusal
+// (no such user, unverified email): the next attempt must ask the provider
+// again rather than repeat a refusal the provider may since have changed.
+func (c *Client) Forget(req LookupRequest) {
+	u, err := checkURL(req.URL)
+	if err != nil {
+		return
+	}
+	key := cacheKey(req.CacheKey, u.String(), req.Token)
+	c.cache.delete(&key)
+}
+
 // cacheKey hashes the length-prefixed parts so no two different triples
 // collide by shifting bytes between fields.
 func cacheKey(scope, rawURL, token string) [32]byte {

@@ -1,0 +1,12 @@
+// Package gateway routes a site's requests: fhirgate's own endpoints (OAuth,
+// discovery, the Medplum session and bot operations) are answered here;
+// every other request under the FHIR base must carry a valid bearer token
+// and then continues to the next handler (normally Caddy's reverse_proxy)
+// with the caller's identity in headers the backend can trust.
+//
+// Whether a request is "under the FHIR base" is decided on a normalised
+// path (percent-decoded, dot segments resolved, duplicate slashes and
+// ;parameters removed, case-insensitive), so tricks like
+// /x/../fhir/R4/Patient or /fhir;a/R4/Patient cannot reach a backend that
+// normalises paths itself without a token.
+package gateway

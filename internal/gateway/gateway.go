@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/fhirgate/fhirgate/internal/oauth"
+)
+
+// Defaults for Options.
+const (
+	DefaultFHIRBase = "/fhir/R4"
+)
+
+// DefaultPublicPaths are the FHIR endpoints servers conventionally serve
+// without authentication, relative to the FHIR base.
+var DefaultPublicPaths = []string{"/metadata", "/.well-known/smart-configuration"}
+
+// Upstream authorization modes: what the backend sees in Authorization.
+const (
+	UpstreamStrip       = "strip"       // removed (default): the backend trusts the identity headers
+	UpstreamPassthrough = "passthrough" // the caller's fhirgate token, unchanged
+	UpstreamBearer      = "bearer"      // a fixed backend credential
+)
+
+// IdentityHeaders name the request headers that carry the caller's identity
+// to the backend. Incoming copies are always removed first, so a client can
+// never spoof them.
+type IdentityHeaders struct {
+	User    string // User id
+	Profile string // e.g. Practitioner/123
+	Project string // project id
+	Client  string // client id
+	Scope   string // granted scope
+}
+
+// DefaultIdentityHeaders are used for any name left empty.
+var DefaultIdentityHeaders = IdentityHeaders{
+	User:    "X-Fhirgate-User",
+	Profile: "X-Fhirgate-Profile",
+	Project: "X-Fhirgate-Project",
+	Client:  "X-Fhirgate-Client",
+	Scope:   "X-Fhirgate-Scope",
+}
+
+// Next continues a request down the handler chain.
+type Next func(w http.ResponseWriter, r *http.Request) error
+
+// Options configures a Gateway. OAuth is required.
+type Options struct {
+	// FHIRBase is the path prefix of the FHIR API. Default DefaultFHIRBase.
+	FHIRBase string
+	// PublicPaths below FHIRBase pass without a token. A path ending in
+	// "/*" matches everything below it. Default DefaultPublicPaths; an empty
+	// non-nil slice makes nothing public.
+	PublicPaths []string
+	// UpstreamAuth is one of the Upstream* modes. Default UpstreamStrip.
+	UpstreamAuth string
+	// UpstreamToken is the credential sent with UpstreamBearer.
+	UpstreamToken string
+	// Headers name the identity headers. Empty names take the defaults.
+	Headers IdentityHeaders
+
+	OAuth *oauth.Server
+
+	// OnAuthenticated is told of every authenticated request, so the Caddy
+	// module can set placeholders.
+	OnAuthenticated func(r *http.Request, id *oauth.Identity)
+}
+
+// Gateway routes requests; see the package documentation.
+type Gateway struct {
+	o       Options
+	base    string // normalised FHIRBase
+	public  []string
+	headers []string
+}
+
+// New returns a Gateway.
+func New(o Options) (*Gateway, error) {
+	if o.OAuth == nil {
+		return nil, errors.New("gateway: OAuth is required")
+	}
+	if o.FHIRBase == "" {
+		o.FHIRBase = DefaultFHIRBase
+	}
+	if !strings.HasPrefix(o.FHIRBase, "/") {
+		return nil, fmt.Errorf("fhir_base %q must start with /", o.FHIRBase)
+	}
+	if o.PublicPaths == nil {
+		o.PublicPaths = DefaultPublicPaths
+	}
+	switch o.UpstreamAuth {
+	case "":
+		o.UpstreamAuth = UpstreamStrip
+	case UpstreamStrip, UpstreamPassthrough:
+	case UpstreamBearer:
+		if o.UpstreamToken == "" {
+			return nil, errors.New("upstream_auth bearer needs a token")
+		}
+	default:
+		return nil, fmt.Errorf("upstream_auth %q: must be strip, passthrough or bearer", o.UpstreamAuth)
+	}
+	h := &o.Headers
+	fill := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	fill(&h.User, DefaultIdentityHeaders.User)
+	fill(&h.Profile, DefaultIdentityHeaders.Profile)
+	fill(&h.Project, DefaultIdentityHeaders.Project)
+	fill(&h.Client, DefaultIdentityHeaders.Client)
+	fill(&h.Scope, DefaultIdentityHeaders.Scope)
+
+	g := &Gateway{o: o, base: normalizePath(o.FHIRBase)}
+	for _, p := range o.PublicPaths {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("public path %q must start with /", p)
+		}
+		g.public = append(g.public, strings.ToLower(p))
+	}
+	g.headers = []string{h.User, h.Profile, h.Project, h.Client, h.Scope}
+	return g, nil
+}
+
+// Serve handles one request, calling next for everything fhirgate does not
+// answer itself.
+func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
+	// Never let a client supply identity headers, whatever the path.
+	for _, name := range g.headers {
+		r.Header.Del(name)
+	}
+	if h := g.ownEndpoint(r.URL.Path); h != nil {
+		h(w, r)
+		return nil
+	}
+	// Gate the request if any reading of its path is under the base, and
+	// treat it as public only if every reading is a public path.
+	views := pathViews(r.URL)
+	if !under(views[0], g.base) && !under(views[1], g.base) {
+		return next(w, r)
+	}
+	if g.isPublic(views[0]) && g.isPublic(views[1]) {
+		g.applyUpstreamAuth(r)
+		return next(w, r)
+	}
+	id, aerr := g.o.OAuth.Authenticate(r.Context(), r)
+	if aerr != nil {
+		oauth.WriteAuthError(w, aerr)
+		return nil
+	}
+	g.setIdentity(r, id)
+	if g.o.OnAuthenticated != nil {
+		g.o.OnAuthenticated(r, id)
+	}
+	return next(w, r)
+}
+
+// ownEndpoint returns the handler for one of fhirgate's own endpoints. These
+// match the exact path only: anything else falls through to the FHIR base
+// check, so a dotted path cannot masquerade as one of them.
+func (g *Gateway) ownEndpoint(p string) http.HandlerFunc {
+	o := g.o.OAuth
+	switch p {
+	case "/oauth2/token":
+		return o.ServeToken
+	case "/oauth2/revoke":
+		return o.ServeRevoke
+	case "/oauth2/introspect":
+		return o.ServeIntrospect
+	case "/.well-known/jwks.json":
+		return o.ServeJWKS
+	case "/.well-known/openid-configuration", "/.well-known/oauth-authorization-server":
+		return o.ServeMetadata
+	}
+	return nil
+}
+
+func (g *Gateway) isPublic(norm string) bool {
+	if !under(norm, g.base) {
+		return false
+	}
+	rel := strings.TrimPrefix(norm, g.base)
+	for _, p := range g.public {
+		if prefix, ok := strings.CutSuffix(p, "/*"); ok {
+			if under(rel, prefix) {
+				return true
+			}
+		} else if rel == p {
+			return true
+		}
+	}
+	return false
+}
+
+// setIdentity hands the caller's identity to the backend.
+func (g *Gateway) setIdentity(r *http.Request, id *oauth.Identity) {
+	h := g.o.Headers
+	r.Header.Set(h.User, id.UserID)
+	r.Header.Set(h.Profile, id.Profile)
+	r.Header.Set(h.Project, id.ProjectID)
+	r.Header.Set(h.Client, id.ClientID)
+	r.Header.Set(h.Scope, id.Scope)
+	g.applyUpstreamAuth(r)
+}
+
+func (g *Gateway) applyUpstreamAuth(r *http.Request) {
+	switch g.o.UpstreamAuth {
+	case UpstreamStrip:
+		r.Header.Del("Authorization")
+	case UpstreamBearer:
+		r.Header.Set("Authorization", "Bearer "+g.o.UpstreamToken)
+	}
+}

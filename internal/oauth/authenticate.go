@@ -1,0 +1,156 @@
+package oauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/tokens"
+)
+
+// maxBearerBytes bounds the token we are willing to parse. Our tokens are
+// well under 2 KiB.
+const maxBearerBytes = 8 << 10
+
+// Identity is who a valid bearer token speaks for.
+type Identity struct {
+	UserID       string
+	LoginID      string
+	ClientID     string
+	Scope        string
+	Profile      string // e.g. "Practitioner/123"
+	ProjectID    string
+	MembershipID string
+	Admin        bool
+}
+
+// AuthError is a refused bearer token: always 401, with the RFC 6750
+// challenge to send.
+type AuthError struct {
+	// Code is "" when no token was sent (RFC 6750 §3.1: no error code then),
+	// else "invalid_token" or "invalid_request".
+	Code        string
+	Description string
+	// Reason is a fixed label for metrics.
+	Reason string
+}
+
+func (e *AuthError) Error() string { return e.Description }
+
+func authErr(reason, description string) *AuthError {
+	return &AuthError{Code: errInvalidToken, Description: description, Reason: reason}
+}
+
+// Authenticate validates the request's bearer token and returns whom it
+// speaks for. The signature check is cached by the tokens package; the
+// Login and membership are read on every request, so a revocation or a
+// deactivated membership takes effect immediately.
+func (s *Server) Authenticate(ctx context.Context, r *http.Request) (*Identity, *AuthError) {
+	raw, e := bearerToken(r)
+	if e != nil {
+		s.o.OnAuthFailure(e.Reason)
+		return nil, e
+	}
+	claims, err := s.o.Tokens.Verify(ctx, raw, tokens.KindAccess)
+	if err != nil {
+		reason := string(tokens.ReasonOf(err))
+		s.o.OnAuthFailure(reason)
+		return nil, authErr(reason, "the access token is invalid: "+describeReason(tokens.ReasonOf(err)))
+	}
+	login, e := s.liveLogin(ctx, claims)
+	if e != nil {
+		s.o.OnAuthFailure(e.Reason)
+		return nil, e
+	}
+	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, refID(login.Membership.Reference))
+	if err != nil || (m.Active != nil && !*m.Active) {
+		s.o.OnAuthFailure("membership")
+		return nil, authErr("membership", "the access token's membership is no longer active")
+	}
+	id := &Identity{
+		UserID: claims.Subject, LoginID: login.ID, ClientID: claims.ClientID, Scope: claims.Scope,
+		Profile: claims.Profile, ProjectID: m.Meta.Project, MembershipID: m.ID, Admin: m.Admin,
+	}
+	return id, nil
+}
+
+// liveLogin returns the token's Login if it still stands: it exists, is
+// not revoked, belongs to the token's user and client and, for a refresh
+// token, the token carries the current refresh secret.
+func (s *Server) liveLogin(ctx context.Context, c *tokens.Claims) (*store.Login, *AuthError) {
+	login, err := store.Get[store.Login](ctx, s.o.Store, c.LoginID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, authErr("login_gone", "the access token's sign-in has ended")
+	case err != nil:
+		return nil, authErr("store", "the access token could not be checked")
+	case login.Revoked:
+		return nil, authErr("revoked", "the access token was revoked")
+	}
+	if c.Kind == tokens.KindAccess && refID(login.User.Reference) != c.Subject {
+		return nil, authErr("login_mismatch", "the access token does not match its sign-in")
+	}
+	if login.Client != nil && refID(login.Client.Reference) != c.ClientID {
+		return nil, authErr("login_mismatch", "the access token does not match its sign-in")
+	}
+	if c.Kind == tokens.KindRefresh &&
+		subtle.ConstantTimeCompare([]byte(c.RefreshSecret), []byte(login.RefreshSecret)) != 1 {
+		return nil, authErr("refresh_superseded", "the refresh token was superseded")
+	}
+	return login, nil
+}
+
+// bearerToken extracts the token from "Authorization: Bearer <token>".
+func bearerToken(r *http.Request) (string, *AuthError) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 {
+		return "", &AuthError{Description: "an access token is required", Reason: "missing"}
+	}
+	if len(values) > 1 {
+		return "", &AuthError{Code: "invalid_request", Description: "more than one Authorization header", Reason: "malformed_header"}
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", &AuthError{Code: "invalid_request", Description: "the Authorization header must use the Bearer scheme", Reason: "malformed_header"}
+	}
+	token = strings.TrimSpace(token)
+	switch {
+	case token == "":
+		return "", &AuthError{Code: "invalid_request", Description: "the bearer token is empty", Reason: "malformed_header"}
+	case len(token) > maxBearerBytes:
+		return "", authErr("malformed", "the access token is too long")
+	}
+	return token, nil
+}
+
+func describeReason(r tokens.Reason) string {
+	switch r {
+	case tokens.ReasonExpired:
+		return "expired"
+	case tokens.ReasonNotYetValid:
+		return "not yet valid"
+	case tokens.ReasonIssuer:
+		return "issued by someone else"
+	case tokens.ReasonType:
+		return "not an access token"
+	case tokens.ReasonAlgorithm, tokens.ReasonUnknownKey, tokens.ReasonSignature:
+		return "signature not trusted"
+	default:
+		return "malformed"
+	}
+}
+
+// WriteAuthError answers a refused bearer token: 401 with the RFC 6750
+// challenge and an OperationOutcome body.
+func WriteAuthError(w http.ResponseWriter, e *AuthError) {
+	challenge := `Bearer realm="fhirgate"`
+	if e.Code != "" {
+		challenge += `, error="` + e.Code + `", error_description="` + strings.ReplaceAll(e.Description, `"`, "'") + `"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	fhir.WriteOutcome(w, http.StatusUnauthorized, e.Description)
+}

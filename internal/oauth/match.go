@@ -1,0 +1,91 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/userinfo"
+)
+
+// match finds the person the identity provider vouched for, inside the
+// client's project only: by email (case-insensitively; the provider must
+// have returned one and not said it is unverified), or with use-subject by
+// the provider's sub against ProjectMembership.externalId.
+func (s *Server) match(ctx context.Context, client *store.ClientApplication, info *userinfo.Info, membershipID string) (*store.User, *store.ProjectMembership, *Error) {
+	project := client.Meta.Project
+	idp := client.IdentityProvider
+	var candidates []*store.ProjectMembership
+	var user *store.User
+
+	if idp.UseSubject {
+		if info.Sub == "" {
+			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "no_subject",
+				"the identity provider returned no sub claim")
+		}
+		m, err := s.o.Store.MembershipByExternalID(ctx, project, info.Sub)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, noMatch()
+		}
+		if err != nil {
+			return nil, nil, storeFailure("finding membership", err)
+		}
+		candidates = []*store.ProjectMembership{m}
+	} else {
+		if info.Email == "" {
+			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "no_email",
+				"the identity provider returned no email")
+		}
+		if info.EmailVerified != nil && !*info.EmailVerified && !idp.AllowUnverifiedEmail {
+			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "email_unverified",
+				"the identity provider says the email is not verified")
+		}
+		u, err := s.o.Store.UserByEmail(ctx, info.Email)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, noMatch()
+		}
+		if err != nil {
+			return nil, nil, storeFailure("finding user", err)
+		}
+		user = u
+		ms, err := s.o.Store.MembershipsByProjectUser(ctx, project, u.ID)
+		if err != nil {
+			return nil, nil, storeFailure("finding membership", err)
+		}
+		candidates = ms
+	}
+
+	m := pickMembership(candidates, membershipID)
+	if m == nil {
+		return nil, nil, noMatch()
+	}
+	if m.Active != nil && !*m.Active {
+		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "membership_inactive", "the membership is not active")
+	}
+	if user == nil {
+		u, err := store.Get[store.User](ctx, s.o.Store, refID(m.User.Reference))
+		if err != nil {
+			return nil, nil, storeFailure("loading user", err)
+		}
+		user = u
+	}
+	return user, m, nil
+}
+
+// pickMembership takes the requested membership, or the first one, as
+// Medplum does for token exchange.
+func pickMembership(ms []*store.ProjectMembership, id string) *store.ProjectMembership {
+	for _, m := range ms {
+		if id == "" || m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// noMatch is the same answer for "no such user" and "no membership in this
+// project", so the endpoint does not reveal who has an account elsewhere.
+func noMatch() *Error {
+	return oauthErr(http.StatusBadRequest, errInvalidGrant, "no_match", "no user in this client's project matches the identity")
+}
