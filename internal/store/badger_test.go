@@ -12,6 +12,7 @@ import (
 )
 
 func TestScan(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	keys := []string{"a/1", "a/2", "a/3", "a0", "a\xff", "a\xff\x01", "b/1", "\xff\xff/1"}
@@ -98,6 +99,7 @@ func TestScan(t *testing.T) {
 }
 
 func TestGetMissingKey(t *testing.T) {
+	t.Parallel()
 	kv, _ := openTestKV(t)
 	err := kv.View(context.Background(), func(tx Txn) error {
 		_, err := tx.Get([]byte("nope"))
@@ -107,6 +109,7 @@ func TestGetMissingKey(t *testing.T) {
 }
 
 func TestUpdateRetriesConflicts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	// A counter incremented by many goroutines only ends right if every
@@ -147,6 +150,7 @@ func TestUpdateRetriesConflicts(t *testing.T) {
 }
 
 func TestCanceledContext(t *testing.T) {
+	t.Parallel()
 	kv, _ := openTestKV(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -155,6 +159,7 @@ func TestCanceledContext(t *testing.T) {
 }
 
 func TestLockedDirectory(t *testing.T) {
+	t.Parallel()
 	kv, dir := openTestKV(t)
 	_ = kv
 	_, err := OpenBadger(BadgerOptions{Dir: dir})
@@ -167,12 +172,14 @@ func TestLockedDirectory(t *testing.T) {
 }
 
 func TestOpenRequiresDir(t *testing.T) {
+	t.Parallel()
 	if _, err := OpenBadger(BadgerOptions{}); err == nil {
 		t.Fatal("opening without a directory succeeded")
 	}
 }
 
 func TestInMemory(t *testing.T) {
+	t.Parallel()
 	kv, err := OpenBadger(BadgerOptions{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +194,7 @@ func TestInMemory(t *testing.T) {
 }
 
 func TestReopenKeepsData(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	kv, err := OpenBadger(BadgerOptions{Dir: dir})
@@ -220,6 +228,7 @@ func TestReopenKeepsData(t *testing.T) {
 }
 
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	src, _ := openTestKV(t)
 	s := New(src, Options{})
@@ -302,6 +311,7 @@ func TestBackupRestore(t *testing.T) {
 }
 
 func TestRunGC(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	s := New(kv, Options{})

@@ -10,6 +10,7 @@ import (
 )
 
 func TestConcurrentCreatesWithDistinctEmails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	const n = 50
@@ -38,6 +39,7 @@ func TestConcurrentCreatesWithDistinctEmails(t *testing.T) {
 }
 
 func TestConcurrentCreatesWithSameEmailHaveOneWinner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	const n = 20
@@ -76,6 +78,7 @@ func TestConcurrentCreatesWithSameEmailHaveOneWinner(t *testing.T) {
 // dangling: exactly one of the two operations wins (see guard keys in
 // keys.go).
 func TestConcurrentDeleteAndReferenceNeverDangles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	u := seedUser(t, s, "u@example.com")

@@ -7,6 +7,7 @@ import (
 )
 
 func TestUserByEmail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	u := seedUser(t, s, "Alice@Example.com")
@@ -35,6 +36,7 @@ func TestUserByEmail(t *testing.T) {
 }
 
 func TestEmailIndexFollowsReplaceAndDelete(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	u := seedUser(t, s, "old@example.com")
@@ -62,6 +64,7 @@ func TestEmailIndexFollowsReplaceAndDelete(t *testing.T) {
 }
 
 func TestUniqueness(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	p1, p2 := seedProject(t, s, "one"), seedProject(t, s, "two")
@@ -106,6 +109,7 @@ func TestUniqueness(t *testing.T) {
 }
 
 func TestMembershipLookups(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	p1, p2 := seedProject(t, s, "one"), seedProject(t, s, "two")
@@ -170,6 +174,7 @@ func sameIDs(ms []*ProjectMembership, ids ...string) bool {
 }
 
 func TestBotByIdentifier(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	p1, p2 := seedProject(t, s, "one"), seedProject(t, s, "two")
@@ -232,6 +237,7 @@ func TestBotByIdentifier(t *testing.T) {
 }
 
 func TestIndexValuesWithSeparatorsDoNotCollide(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	p := seedProject(t, s, "p")
@@ -246,6 +252,7 @@ func TestIndexValuesWithSeparatorsDoNotCollide(t *testing.T) {
 }
 
 func TestDeleteRefusesWhileReferenced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tests := []struct {
 		name   string

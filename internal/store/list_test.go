@@ -9,6 +9,7 @@ import (
 )
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

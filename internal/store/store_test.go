@@ -115,6 +115,7 @@ func buildMembership(t *testing.T, s *Store, active *bool) *ProjectMembership {
 }
 
 func TestCRUDEveryType(t *testing.T) {
+	t.Parallel()
 	covered := map[string]bool{}
 	for _, tc := range crudCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +178,7 @@ func TestCRUDEveryType(t *testing.T) {
 }
 
 func TestPutCreatesWithGivenID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	p := &Project{base: Base{ID: "my-project.1"}, Name: "p"}
@@ -191,6 +193,7 @@ func TestPutCreatesWithGivenID(t *testing.T) {
 }
 
 func TestVersioning(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	clock := time.Date(2026, 11, 21, 13, 4, 56, 123456789, time.FixedZone("x", 3600))
@@ -240,6 +243,7 @@ func TestVersioning(t *testing.T) {
 }
 
 func TestReadErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	u := seedUser(t, s, "r@example.com")
@@ -273,6 +277,7 @@ func TestReadErrors(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
+	t.Parallel()
 	for _, typ := range ResourceTypes() {
 		r, err := NewResource(typ)
 		if err != nil {
@@ -291,6 +296,7 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestResourceTypeMismatchIsRejected(t *testing.T) {
+	t.Parallel()
 	s := newTestStore(t)
 	err := s.Create(context.Background(), &Project{base: Base{ResourceType: "User"}, Name: "p"}, PutOptions{})
 	var ve *ValidationError
@@ -300,6 +306,7 @@ func TestResourceTypeMismatchIsRejected(t *testing.T) {
 }
 
 func TestTTLOnlyForEphemeralTypes(t *testing.T) {
+	t.Parallel()
 	s := newTestStore(t)
 	if err := s.Create(context.Background(), &Project{Name: "p"}, PutOptions{TTL: time.Hour}); err == nil {
 		t.Fatal("a Project with a TTL was accepted")

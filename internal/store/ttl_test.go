@@ -35,6 +35,7 @@ func keysWithPrefixes(t *testing.T, kv *Badger, prefixes ...string) map[string]u
 }
 
 func TestTTLAppliesToRecordAndIndexes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	s := New(kv, Options{})
@@ -76,6 +77,7 @@ func TestTTLAppliesToRecordAndIndexes(t *testing.T) {
 }
 
 func TestTTLExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	s := New(kv, Options{})
@@ -109,6 +111,7 @@ func TestTTLExpiry(t *testing.T) {
 }
 
 func TestReplacingWithTTLMovesIndexes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
 	s := New(kv, Options{})

@@ -9,6 +9,7 @@ import (
 )
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t)
 	p := seedProject(t, s, "p")
@@ -95,6 +96,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestParseLifetime(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    time.Duration
