@@ -74,6 +74,15 @@ func NewResource(resourceType string) (Resource, error) {
 	return r, nil
 }
 
+// TypeOf returns the resource type of one of this package's resources,
+// whether or not its resourceType field is filled in yet.
+func TypeOf(r Resource) string {
+	if s, ok := r.(storable); ok {
+		return s.resourceType()
+	}
+	return r.Base().ResourceType
+}
+
 func newStorable(resourceType string) (storable, error) {
 	mk, ok := registry[resourceType]
 	if !ok {

@@ -1,0 +1,117 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/adminapi"
+	"github.com/fhirgate/fhirgate/internal/deploy"
+	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+func init() {
+	caddy.RegisterModule(adminAPI{})
+}
+
+// adminAPI serves fhirgate's operator endpoints under /fhirgate/ on Caddy's
+// admin listener (see package internal/adminapi for the routes). It is only
+// reachable where Caddy's admin API is, by default localhost:2019.
+type adminAPI struct {
+	ctx    caddy.Context
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (adminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.fhirgate",
+		New: func() caddy.Module { return new(adminAPI) },
+	}
+}
+
+// Provision sets up the admin module. The admin endpoint is rebuilt before
+// the config's apps are provisioned, so the app is looked up on first use.
+func (a *adminAPI) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	a.logger = ctx.Logger()
+	return nil
+}
+
+// Routes returns the admin routes.
+func (a *adminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{
+		Pattern: adminapi.Prefix,
+		Handler: caddy.AdminHandlerFunc(a.serve),
+	}}
+}
+
+// serve hands the request to the domain handler once the app exists.
+func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	h, err := a.resolve()
+	if err != nil {
+		fhir.WriteOutcome(w, http.StatusServiceUnavailable, err.Error())
+		return nil
+	}
+	h.ServeHTTP(w, r)
+	return nil
+}
+
+// resolve finds the fhirgate app of this config. A config without one (no
+// global option and no fhirgate handler) has nothing to administer. The
+// app is looked up per request (a map read): operator traffic is light, and
+// the app may not exist yet when this module is provisioned.
+func (a *adminAPI) resolve() (http.Handler, error) {
+	appVal, err := a.ctx.AppIfConfigured("fhirgate")
+	if errors.Is(err, caddy.ErrNotConfigured) {
+		return nil, errors.New("the fhirgate app is not part of the running config")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading fhirgate app: %w", err)
+	}
+	app := appVal.(*App)
+	if app.store == nil {
+		return nil, errors.New("the fhirgate app is not ready")
+	}
+	return app.adminHandler(), nil
+}
+
+// adminHandler builds the admin API over this app's store and services.
+func (a *App) adminHandler() http.Handler {
+	st := a.store.store
+	db := a.store.db
+	return adminapi.New(adminapi.Options{
+		Store: st,
+		Deploy: func(ctx context.Context, botID, filename, code string) (*store.Bot, error) {
+			return deploy.Deploy(ctx, st, botID, filename, code)
+		},
+		RotateKeys: func(ctx context.Context) (string, error) {
+			key, err := a.tokens.Rotate(ctx)
+			if err != nil {
+				return "", err
+			}
+			a.logger.Info("signing key rotated", zap.String("kid", key.ID))
+			return key.ID, nil
+		},
+		Backup: func(w io.Writer) error { return db.Backup(w) },
+		Restore: func(r io.Reader) error {
+			if err := db.Restore(r); err != nil {
+				return err
+			}
+			a.logger.Info("store restored from backup")
+			return nil
+		},
+	})
+}
+
+// Interface guards
+var (
+	_ caddy.AdminRouter = (*adminAPI)(nil)
+	_ caddy.Provisioner = (*adminAPI)(nil)
+)

@@ -1,0 +1,166 @@
+// Package caddymodule plugs fhirgate into Caddy: the `fhirgate` app (the
+// store, signing keys, bot runner and caches), the `http.handlers.fhirgate`
+// middleware, the `admin.api.fhirgate` admin endpoints, the Caddyfile syntax
+// and the `caddy fhirgate` command. It only translates configuration and
+// HTTP; the logic lives in Caddy-free packages under internal/ and botrunner/.
+package caddymodule
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/tokens"
+	"github.com/fhirgate/fhirgate/internal/userinfo"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the fhirgate app. It owns the embedded store (one Badger database
+// per storage directory, shared across config reloads), and upserts the
+// projects, clients, users and bots declared in the config when the config
+// is loaded.
+//
+// The store is open when Provision returns, because Caddy starts apps in no
+// fixed order and the HTTP server may serve a request first. A consequence:
+// `caddy validate` against the storage directory of a running instance meets
+// Badger's directory lock and fails, saying so.
+type App struct {
+	// StorageDir is the directory of the embedded Badger store. It is
+	// created if missing. Default: `fhirgate` under Caddy's data directory
+	// (e.g. `~/.local/share/caddy/fhirgate`).
+	StorageDir string `json:"storage_dir,omitempty"`
+
+	// Issuer identifies this gateway as a token issuer: the `iss` claim of
+	// every token, the only `iss` accepted, and the base URL of the
+	// discovery metadata. Set it to the gateway's public URL, e.g.
+	// `https://gw.example.com`; changing it invalidates issued tokens.
+	// Default: `http://localhost` (with a warning).
+	Issuer string `json:"issuer,omitempty"`
+
+	// AccessTokenTTL is the access-token lifetime for clients that do not
+	// set their own. Default: 1h.
+	AccessTokenTTL caddy.Duration `json:"access_token_ttl,omitempty"`
+
+	// RefreshTokenTTL is the refresh-token lifetime (and how long a
+	// sign-in lasts) for clients that do not set their own. Default: 2w
+	// (336h).
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
+
+	// UserinfoTimeout bounds each call to an identity provider's userinfo
+	// endpoint, body included, unless the client sets its own. Default: 5s.
+	UserinfoTimeout caddy.Duration `json:"userinfo_timeout,omitempty"`
+
+	// UserinfoCacheTTL is how long a successful userinfo answer is reused
+	// for the same subject token and client (keyed by a hash of the token,
+	// never the token). Negative disables the cache. Default: 60s.
+	UserinfoCacheTTL caddy.Duration `json:"userinfo_cache_ttl,omitempty"`
+
+	// Projects are declared records, keyed by project id, that are created
+	// or updated in the store every time the config loads (GitOps style).
+	// Unchanged records are left untouched; records removed from the config
+	// are not deleted (the admin API may manage them too).
+	Projects map[string]*ProjectConfig `json:"projects,omitempty"`
+
+	store  *storeHandle
+	dir    string
+	tokens *tokens.Service
+	oauth  *oauth.Server
+	logger *zap.Logger
+	ctx    caddy.Context
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "fhirgate",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision opens the store and applies the declared projects.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	a.logger = ctx.Logger()
+
+	a.dir = a.StorageDir
+	if a.dir == "" {
+		a.dir = filepath.Join(caddy.AppDataDir(), "fhirgate")
+	}
+	h, err := openStore(a.dir, a.logger)
+	if err != nil {
+		return fmt.Errorf("opening store: %w", err)
+	}
+	a.store = h
+
+	if err := a.applyDeclared(ctx); err != nil {
+		return err
+	}
+	return a.provisionAuth(ctx)
+}
+
+// defaultIssuer is the issuer when none is configured.
+const defaultIssuer = "http://localhost"
+
+// provisionAuth loads the signing keys (creating the first one on a new
+// store) and builds the token service and the OAuth server.
+func (a *App) provisionAuth(ctx caddy.Context) error {
+	issuer := a.Issuer
+	if issuer == "" {
+		issuer = defaultIssuer
+		a.logger.Warn("issuer not set; tokens name "+defaultIssuer+" as their issuer",
+			zap.String("hint", "set `issuer` in the fhirgate global option to the gateway's public URL"))
+	}
+	st := a.store.store
+	var err error
+	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: oauth.KeyStore{Store: st}})
+	if err != nil {
+		return fmt.Errorf("loading signing keys: %w", err)
+	}
+	info := userinfo.New(userinfo.Options{
+		DefaultTimeout:  time.Duration(a.UserinfoTimeout),
+		DefaultCacheTTL: time.Duration(a.UserinfoCacheTTL),
+	})
+	a.oauth, err = oauth.New(oauth.Options{
+		Store:           st,
+		Tokens:          a.tokens,
+		UserInfo:        info,
+		AccessTokenTTL:  time.Duration(a.AccessTokenTTL),
+		RefreshTokenTTL: time.Duration(a.RefreshTokenTTL),
+		Logger:          a.logger,
+	})
+	return err
+}
+
+// Start starts the app. Everything a request needs is ready after
+// Provision; there is no background work yet.
+func (a *App) Start() error { return nil }
+
+// Stop stops the app.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases this config's use of the store; the last user closes it.
+func (a *App) Cleanup() error {
+	if a.store == nil {
+		return nil
+	}
+	a.store = nil
+	return releaseStore(a.dir)
+}
+
+// Store returns the app's store.
+func (a *App) Store() *store.Store { return a.store.store }
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

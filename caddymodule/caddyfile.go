@@ -1,0 +1,432 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("fhirgate", parseGlobalOption)
+	httpcaddyfile.RegisterHandlerDirective("fhirgate", parseHandlerDirective)
+	// With the authentication directives, not merely before reverse_proxy:
+	// "before reverse_proxy" sorts after handle and route, and a request
+	// answered inside a user's handle block would then skip the gate.
+	httpcaddyfile.RegisterDirectiveOrder("fhirgate", httpcaddyfile.Before, "basic_auth")
+}
+
+// parseGlobalOption sets up the fhirgate app from the global option. Several
+// `fhirgate` blocks are merged. Syntax:
+//
+//	fhirgate {
+//		storage_dir        <path>
+//		issuer             <url>
+//		access_token_ttl   <duration>
+//		refresh_token_ttl  <duration>
+//		userinfo_timeout   <duration>
+//		userinfo_cache_ttl <duration>
+//		project <id> {
+//			name <display name>
+//			client <client_id> {
+//				userinfo_url <url>
+//				use_subject
+//				allow_unverified_email
+//				secret            <secret>
+//				timeout           <duration>
+//				cache_ttl         <duration>
+//				access_token_ttl  <duration>
+//				refresh_token_ttl <duration>
+//			}
+//			user <email> {
+//				profile <ResourceType/id>
+//				external_id <sub>
+//				admin
+//			}
+//			bot <name> {
+//				identifier <system|value>...
+//				source <file>
+//			}
+//		}
+//	}
+func parseGlobalOption(d *caddyfile.Dispenser, existingVal any) (any, error) {
+	app := new(App)
+	if existing, ok := existingVal.(httpcaddyfile.App); ok {
+		if err := json.Unmarshal(existing.Value, app); err != nil {
+			return nil, fmt.Errorf("merging fhirgate options: %w", err)
+		}
+	}
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "fhirgate", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the app from Caddyfile tokens (see
+// parseGlobalOption for the syntax).
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "storage_dir":
+			if a.StorageDir != "" {
+				return d.Err("storage_dir already specified")
+			}
+			if !d.AllArgs(&a.StorageDir) {
+				return d.ArgErr()
+			}
+		case "issuer":
+			if a.Issuer != "" {
+				return d.Err("issuer already specified")
+			}
+			if !d.AllArgs(&a.Issuer) {
+				return d.ArgErr()
+			}
+		case "access_token_ttl":
+			if err := parseDuration(d, &a.AccessTokenTTL); err != nil {
+				return err
+			}
+		case "refresh_token_ttl":
+			if err := parseDuration(d, &a.RefreshTokenTTL); err != nil {
+				return err
+			}
+		case "userinfo_timeout":
+			if err := parseDuration(d, &a.UserinfoTimeout); err != nil {
+				return err
+			}
+		case "userinfo_cache_ttl":
+			if err := parseDuration(d, &a.UserinfoCacheTTL); err != nil {
+				return err
+			}
+		case "project":
+			if err := a.unmarshalProject(d); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized fhirgate option '%s'", d.Val())
+		}
+	}
+	return nil
+}
+
+func (a *App) unmarshalProject(d *caddyfile.Dispenser) error {
+	var id string
+	if !d.AllArgs(&id) {
+		return d.ArgErr()
+	}
+	if a.Projects == nil {
+		a.Projects = make(map[string]*ProjectConfig)
+	}
+	if _, dup := a.Projects[id]; dup {
+		return d.Errf("project '%s' already declared", id)
+	}
+	p := new(ProjectConfig)
+	a.Projects[id] = p
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "name":
+			if !d.AllArgs(&p.Name) {
+				return d.ArgErr()
+			}
+		case "client":
+			if err := p.unmarshalClient(d); err != nil {
+				return err
+			}
+		case "user":
+			if err := p.unmarshalUser(d); err != nil {
+				return err
+			}
+		case "bot":
+			if err := p.unmarshalBot(d); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized project option '%s'", d.Val())
+		}
+	}
+	return nil
+}
+
+func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
+	var id string
+	if !d.AllArgs(&id) {
+		return d.ArgErr()
+	}
+	if _, dup := p.Clients[id]; dup {
+		return d.Errf("client '%s' already declared in this project", id)
+	}
+	c := new(ClientConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "userinfo_url":
+			if !d.AllArgs(&c.UserinfoURL) {
+				return d.ArgErr()
+			}
+		case "use_subject":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			c.UseSubject = true
+		case "allow_unverified_email":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			c.AllowUnverifiedEmail = true
+		case "secret":
+			if !d.AllArgs(&c.Secret) {
+				return d.ArgErr()
+			}
+		case "timeout":
+			if err := parseDuration(d, &c.Timeout); err != nil {
+				return err
+			}
+		case "cache_ttl":
+			if err := parseDuration(d, &c.CacheTTL); err != nil {
+				return err
+			}
+		case "access_token_ttl":
+			if err := parseDuration(d, &c.AccessTokenTTL); err != nil {
+				return err
+			}
+		case "refresh_token_ttl":
+			if err := parseDuration(d, &c.RefreshTokenTTL); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized client option '%s'", d.Val())
+		}
+	}
+	if p.Clients == nil {
+		p.Clients = make(map[string]*ClientConfig)
+	}
+	p.Clients[id] = c
+	return nil
+}
+
+func (p *ProjectConfig) unmarshalUser(d *caddyfile.Dispenser) error {
+	var email string
+	if !d.AllArgs(&email) {
+		return d.ArgErr()
+	}
+	if _, dup := p.Users[email]; dup {
+		return d.Errf("user '%s' already declared in this project", email)
+	}
+	u := new(UserConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "profile":
+			if !d.AllArgs(&u.Profile) {
+				return d.ArgErr()
+			}
+		case "external_id":
+			if !d.AllArgs(&u.ExternalID) {
+				return d.ArgErr()
+			}
+		case "admin":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			u.Admin = true
+		default:
+			return d.Errf("unrecognized user option '%s'", d.Val())
+		}
+	}
+	if p.Users == nil {
+		p.Users = make(map[string]*UserConfig)
+	}
+	p.Users[email] = u
+	return nil
+}
+
+func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
+	var name string
+	if !d.AllArgs(&name) {
+		return d.ArgErr()
+	}
+	if _, dup := p.Bots[name]; dup {
+		return d.Errf("bot '%s' already declared in this project", name)
+	}
+	b := new(BotConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "identifier":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			b.Identifiers = append(b.Identifiers, args...)
+		case "source":
+			var src string
+			if !d.AllArgs(&src) {
+				return d.ArgErr()
+			}
+			b.Source = relativeToCaddyfile(d, src)
+		default:
+			return d.Errf("unrecognized bot option '%s'", d.Val())
+		}
+	}
+	if p.Bots == nil {
+		p.Bots = make(map[string]*BotConfig)
+	}
+	p.Bots[name] = b
+	return nil
+}
+
+// parseDuration reads one duration argument into dst, refusing repeats.
+func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	if *dst != 0 {
+		return d.Errf("%s already specified", d.Val())
+	}
+	name := d.Val()
+	var arg string
+	if !d.AllArgs(&arg) {
+		return d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(arg)
+	if err != nil {
+		return d.Errf("invalid %s '%s': %v", name, arg, err)
+	}
+	if dur <= 0 && name != "userinfo_cache_ttl" && name != "cache_ttl" {
+		return d.Errf("invalid %s '%s': must be positive", name, arg)
+	}
+	*dst = caddy.Duration(dur)
+	return nil
+}
+
+// relativeToCaddyfile resolves a relative path against the directory of the
+// Caddyfile the token came from (imports included), so a config works from
+// any working directory.
+func relativeToCaddyfile(d *caddyfile.Dispenser, path string) string {
+	if filepath.IsAbs(path) || d.File() == "" {
+		return path
+	}
+	abs, err := filepath.Abs(filepath.Join(filepath.Dir(d.File()), path))
+	if err != nil {
+		return path
+	}
+	return abs
+}
+
+
+// parseHandlerDirective sets up the fhirgate handler from a site block.
+func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	handler := new(Handler)
+	err := handler.UnmarshalCaddyfile(h.Dispenser)
+	return handler, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Paths are
+// subdirectives because a first argument starting with / would be read as a
+// request matcher. Syntax:
+//
+//	fhirgate {
+//		fhir_base        <path>
+//		public_paths     <path>...
+//		upstream_auth    strip|passthrough|bearer <token>
+//		identity_headers {
+//			user    <header>
+//			profile <header>
+//			project <header>
+//			client  <header>
+//			scope   <header>
+//		}
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "fhir_base":
+			if h.FHIRBase != "" {
+				return d.Err("fhir_base already specified")
+			}
+			if !d.AllArgs(&h.FHIRBase) {
+				return d.ArgErr()
+			}
+			if !strings.HasPrefix(h.FHIRBase, "/") {
+				return d.Errf("invalid fhir_base '%s': must start with /", h.FHIRBase)
+			}
+		case "public_paths":
+			if h.PublicPaths != nil {
+				return d.Err("public_paths already specified")
+			}
+			h.PublicPaths = d.RemainingArgs()
+			if h.PublicPaths == nil {
+				h.PublicPaths = []string{} // "public_paths" alone: nothing is public
+			}
+		case "upstream_auth":
+			if h.UpstreamAuth != "" {
+				return d.Err("upstream_auth already specified")
+			}
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.UpstreamAuth = args[0]
+			switch {
+			case h.UpstreamAuth == "bearer" && len(args) == 2:
+				h.UpstreamToken = args[1]
+			case (h.UpstreamAuth == "strip" || h.UpstreamAuth == "passthrough") && len(args) == 1:
+			case h.UpstreamAuth == "bearer" || h.UpstreamAuth == "strip" || h.UpstreamAuth == "passthrough":
+				return d.ArgErr()
+			default:
+				return d.Errf("invalid upstream_auth '%s': must be strip, passthrough or bearer <token>", h.UpstreamAuth)
+			}
+		case "identity_headers":
+			if err := h.unmarshalIdentityHeaders(d); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized fhirgate subdirective '%s'", d.Val())
+		}
+	}
+	return nil
+}
+
+func (h *Handler) unmarshalIdentityHeaders(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if h.IdentityHeaders == nil {
+		h.IdentityHeaders = new(IdentityHeaders)
+	}
+	hd := h.IdentityHeaders
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var dst *string
+		switch d.Val() {
+		case "user":
+			dst = &hd.User
+		case "profile":
+			dst = &hd.Profile
+		case "project":
+			dst = &hd.Project
+		case "client":
+			dst = &hd.Client
+		case "scope":
+			dst = &hd.Scope
+		default:
+			return d.Errf("unrecognized identity header '%s'", d.Val())
+		}
+		if !d.AllArgs(dst) {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+)

@@ -1,0 +1,84 @@
+package caddymodule
+
+import "github.com/caddyserver/caddy/v2"
+
+// ProjectConfig declares a project and the records inside it. The map key
+// under `projects` is the project's id.
+type ProjectConfig struct {
+	// Name is the project's display name. Default: the project id.
+	Name string `json:"name,omitempty"`
+
+	// Clients are ClientApplications keyed by client id: the `client_id`
+	// your application sends to the token endpoint.
+	Clients map[string]*ClientConfig `json:"clients,omitempty"`
+
+	// Users are people who may sign in to this project, keyed by email
+	// (compared case-insensitively). Each becomes a User (shared by all
+	// projects) and a ProjectMembership in this project.
+	Users map[string]*UserConfig `json:"users,omitempty"`
+
+	// Bots are keyed by name, unique within the project.
+	Bots map[string]*BotConfig `json:"bots,omitempty"`
+}
+
+// ClientConfig declares a ClientApplication that exchanges tokens of an
+// external identity provider.
+type ClientConfig struct {
+	// UserinfoURL is the identity provider's OpenID Connect userinfo
+	// endpoint, called with the subject token during token exchange.
+	// Required.
+	UserinfoURL string `json:"userinfo_url,omitempty"`
+
+	// UseSubject matches people by the provider's `sub` claim against the
+	// membership's external id, instead of by email.
+	UseSubject bool `json:"use_subject,omitempty"`
+
+	// AllowUnverifiedEmail accepts an email the provider marks
+	// `email_verified: false`. Default: such exchanges are refused.
+	AllowUnverifiedEmail bool `json:"allow_unverified_email,omitempty"`
+
+	// Secret makes this a confidential client: token requests must then
+	// authenticate with it (HTTP Basic or `client_secret`). Use a
+	// placeholder such as `{env.CLIENT_SECRET}`: Caddy saves the running
+	// config to disk.
+	Secret string `json:"secret,omitempty"`
+
+	// Timeout bounds this client's userinfo calls. Default: the app's
+	// `userinfo_timeout`.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// CacheTTL is how long this client's userinfo answers are reused;
+	// negative disables caching. Default: the app's `userinfo_cache_ttl`.
+	CacheTTL caddy.Duration `json:"cache_ttl,omitempty"`
+
+	// AccessTokenTTL and RefreshTokenTTL override the app's token lifetimes
+	// for this client.
+	AccessTokenTTL  caddy.Duration `json:"access_token_ttl,omitempty"`
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
+}
+
+// UserConfig declares a person and their membership in the project.
+type UserConfig struct {
+	// Profile is the FHIR resource that represents the person, such as
+	// `Practitioner/123` or `Patient/456`. Required.
+	Profile string `json:"profile,omitempty"`
+
+	// ExternalID is the person's `sub` at the identity provider, matched
+	// when a client uses `use_subject`.
+	ExternalID string `json:"external_id,omitempty"`
+
+	// Admin makes the person a project administrator.
+	Admin bool `json:"admin,omitempty"`
+}
+
+// BotConfig declares a bot and its code.
+type BotConfig struct {
+	// Identifiers are `system|value` pairs by which `$execute?identifier=`
+	// finds the bot. Each is unique within the project.
+	Identifiers []string `json:"identifiers,omitempty"`
+
+	// Source is the path of the bot's TypeScript or JavaScript file. A
+	// relative path in a Caddyfile is relative to that Caddyfile; in JSON it
+	// is relative to the working directory. Required.
+	Source string `json:"source,omitempty"`
+}

@@ -1,0 +1,142 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler is the fhirgate middleware. On its site it answers fhirgate's own
+// endpoints (`/oauth2/token`, `/oauth2/revoke`, `/oauth2/introspect`,
+// `/.well-known/jwks.json`, `/.well-known/openid-configuration`,
+// `/.well-known/oauth-authorization-server`), and requires a valid fhirgate
+// bearer token for every request under `fhir_base` before passing it on to
+// the next handler, normally `reverse_proxy`.
+//
+// A request under `fhir_base` without a valid token is answered 401 with an
+// RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
+// OperationOutcome body; the backend never sees it. Requests outside
+// `fhir_base` pass through untouched.
+//
+// On success the identity goes to the backend in headers (incoming copies
+// are always removed, so clients cannot spoof them) and to Caddy in these
+// placeholders, following caddyauth's convention so access logs record the
+// user:
+//
+// Placeholder | Value
+// ------------|------
+// `{http.auth.user.id}` | User id
+// `{http.auth.user.profile}` | profile reference, e.g. `Practitioner/123`
+// `{http.auth.user.project}` | project id
+// `{http.auth.user.client_id}` | client id
+// `{http.auth.user.scope}` | granted scope
+type Handler struct {
+	// FHIRBase is the path prefix of the FHIR API the gate protects.
+	// Default: `/fhir/R4`.
+	FHIRBase string `json:"fhir_base,omitempty"`
+
+	// PublicPaths, relative to `fhir_base`, pass without a token. A path
+	// ending in `/*` covers everything below it. Default: `/metadata` and
+	// `/.well-known/smart-configuration`, which FHIR servers serve
+	// publicly. An empty list makes nothing public.
+	PublicPaths []string `json:"public_paths,omitempty"`
+
+	// UpstreamAuth says what the backend receives in `Authorization`:
+	// `strip` (default) removes it, so the backend relies on the identity
+	// headers; `passthrough` forwards the caller's fhirgate token;
+	// `bearer` sends `upstream_token` instead.
+	UpstreamAuth string `json:"upstream_auth,omitempty"`
+
+	// UpstreamToken is the backend credential sent with `upstream_auth
+	// bearer`. Use a placeholder such as `{env.BACKEND_TOKEN}` rather than a
+	// literal: Caddy saves the running config to disk.
+	UpstreamToken string `json:"upstream_token,omitempty"`
+
+	// IdentityHeaders name the headers that carry the caller's identity to
+	// the backend. Defaults: `X-Fhirgate-User`, `X-Fhirgate-Profile`,
+	// `X-Fhirgate-Project`, `X-Fhirgate-Client`, `X-Fhirgate-Scope`.
+	IdentityHeaders *IdentityHeaders `json:"identity_headers,omitempty"`
+
+	gw     *gateway.Gateway
+	logger *zap.Logger
+}
+
+// IdentityHeaders name the identity headers; an empty name keeps the default.
+type IdentityHeaders struct {
+	User    string `json:"user,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	Project string `json:"project,omitempty"`
+	Client  string `json:"client,omitempty"`
+	Scope   string `json:"scope,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.fhirgate",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets up the handler over the fhirgate app (loaded with its
+// defaults if the config has no `fhirgate` global option).
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	appVal, err := ctx.App("fhirgate")
+	if err != nil {
+		return fmt.Errorf("loading fhirgate app: %w", err)
+	}
+	app := appVal.(*App)
+
+	repl := caddy.NewReplacer()
+	opts := gateway.Options{
+		FHIRBase:        h.FHIRBase,
+		PublicPaths:     h.PublicPaths,
+		UpstreamAuth:    h.UpstreamAuth,
+		UpstreamToken:   repl.ReplaceKnown(h.UpstreamToken, ""),
+		OAuth:           app.oauth,
+		OnAuthenticated: setPlaceholders,
+	}
+	if hd := h.IdentityHeaders; hd != nil {
+		opts.Headers = gateway.IdentityHeaders{
+			User: hd.User, Profile: hd.Profile, Project: hd.Project, Client: hd.Client, Scope: hd.Scope,
+		}
+	}
+	h.gw, err = gateway.New(opts)
+	return err
+}
+
+// ServeHTTP answers fhirgate's endpoints and gates the FHIR API.
+func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	return h.gw.Serve(w, r, next.ServeHTTP)
+}
+
+// setPlaceholders publishes the caller's identity to later handlers and the
+// access log.
+func setPlaceholders(r *http.Request, id *oauth.Identity) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	repl.Set("http.auth.user.id", id.UserID)
+	repl.Set("http.auth.user.profile", id.Profile)
+	repl.Set("http.auth.user.project", id.ProjectID)
+	repl.Set("http.auth.user.client_id", id.ClientID)
+	repl.Set("http.auth.user.scope", id.Scope)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,77 @@
+package caddymodule
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// stores holds one open Badger database per storage directory. Caddy
+// provisions a new config before it stops the old one, and Badger locks its
+// directory, so a reload must reuse the open handle instead of opening the
+// directory a second time.
+var stores = caddy.NewUsagePool()
+
+// storeHandle is the pooled value: the open database and the store on it.
+type storeHandle struct {
+	db    *store.Badger
+	store *store.Store
+}
+
+// Destruct closes the database when the last config using it is cleaned up.
+func (h *storeHandle) Destruct() error {
+	return h.db.Close()
+}
+
+// storeKey normalises a directory so that "./data" and "/srv/data" name the
+// same pool entry.
+func storeKey(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving storage directory %q: %w", dir, err)
+	}
+	return filepath.Clean(abs), nil
+}
+
+// openStore returns the pooled store for dir, opening it on first use.
+func openStore(dir string, logger *zap.Logger) (*storeHandle, error) {
+	key, err := storeKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	val, _, err := stores.LoadOrNew(key, func() (caddy.Destructor, error) {
+		db, err := store.OpenBadger(store.BadgerOptions{Dir: key, Logger: badgerLogger{logger.Sugar()}})
+		if err != nil {
+			return nil, err
+		}
+		return &storeHandle{db: db, store: store.New(db, store.Options{})}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*storeHandle), nil
+}
+
+// releaseStore drops this config's use of the store for dir.
+func releaseStore(dir string) error {
+	key, err := storeKey(dir)
+	if err != nil {
+		return err
+	}
+	_, err = stores.Delete(key)
+	return err
+}
+
+// badgerLogger sends Badger's log through zap. Badger narrates table
+// loading and compaction at Info; that is detail to an operator, so it goes
+// to Debug.
+type badgerLogger struct{ s *zap.SugaredLogger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.s.Errorf(f, a...) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.s.Warnf(f, a...) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.s.Debugf(f, a...) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.s.Debugf(f, a...) }

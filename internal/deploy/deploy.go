@@ -1,0 +1,160 @@
+// Package deploy compiles a bot's source and stores it: the source and the
+// compiled CommonJS each become an immutable Binary record, and the Bot's
+// sourceCode and executableCode point at them (Medplum's shape:
+// `{"contentType": "text/javascript", "url": "Binary/<id>", "title": "index.js"}`).
+//
+// Because a Binary is never rewritten, the executableCode URL names one exact
+// compiled program, which is what the bot runner caches programs by.
+package deploy
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// Error is a deployment failure caused by the request: the bot does not
+// exist, or its code does not compile. It carries the HTTP status to answer.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// HTTPStatus returns the status a client should get for this failure.
+func (e *Error) HTTPStatus() int { return e.Status }
+
+// Deploy compiles code (TypeScript, ES module or CommonJS, told apart by
+// filename) for the bot botID and stores it. It returns the updated bot.
+// Deploying the same source again is a no-op that returns the bot unchanged.
+func Deploy(ctx context.Context, st *store.Store, botID, filename, code string) (*store.Bot, error) {
+	bot, err := store.Get[store.Bot](ctx, st, botID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &Error{Status: http.StatusNotFound, Msg: fmt.Sprintf("Bot/%s not found", botID)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading bot %s: %w", botID, err)
+	}
+	filename = path.Base(filename)
+	if same, err := sameSource(ctx, st, bot, filename, code); err != nil || same {
+		return bot, err
+	}
+
+	prog, err := botrunner.Compile(filename, code)
+	if err != nil {
+		var cerr *botrunner.CompileError
+		if errors.As(err, &cerr) {
+			return nil, &Error{Status: http.StatusBadRequest, Msg: "compiling bot: " + cerr.Error()}
+		}
+		return nil, fmt.Errorf("compiling bot %s: %w", botID, err)
+	}
+
+	project := bot.Meta.Project
+	src, err := putBinary(ctx, st, project, sourceContentType(filename), code)
+	if err != nil {
+		return nil, fmt.Errorf("storing source of bot %s: %w", botID, err)
+	}
+	exe, err := putBinary(ctx, st, project, "text/javascript", prog.JS)
+	if err != nil {
+		return nil, fmt.Errorf("storing compiled code of bot %s: %w", botID, err)
+	}
+	old := []*store.Attachment{bot.SourceCode, bot.ExecutableCode}
+	bot.SourceCode = &store.Attachment{ContentType: src.ContentType, URL: "Binary/" + src.ID, Title: filename}
+	bot.ExecutableCode = &store.Attachment{ContentType: exe.ContentType, URL: "Binary/" + exe.ID, Title: jsName(filename)}
+	if _, err := st.Put(ctx, bot, store.PutOptions{IfMatch: bot.Meta.VersionID}); err != nil {
+		return nil, fmt.Errorf("updating bot %s: %w", botID, err)
+	}
+	// The bot no longer refers to its previous code. Removing it is
+	// housekeeping: a failure leaves an orphan Binary, not a broken bot.
+	for _, a := range old {
+		if id, ok := binaryID(a); ok {
+			_ = st.Delete(ctx, "Binary", id)
+		}
+	}
+	return bot, nil
+}
+
+// Source returns the bot's stored source code and its filename.
+func Source(ctx context.Context, st *store.Store, bot *store.Bot) (code, filename string, err error) {
+	return readAttachment(ctx, st, bot.SourceCode)
+}
+
+// Executable returns the bot's compiled CommonJS and a key naming that exact
+// program (its Binary id), for caching.
+func Executable(ctx context.Context, st *store.Store, bot *store.Bot) (code, key string, err error) {
+	code, _, err = readAttachment(ctx, st, bot.ExecutableCode)
+	if err != nil {
+		return "", "", err
+	}
+	id, _ := binaryID(bot.ExecutableCode)
+	return code, id, nil
+}
+
+// ErrNoCode is returned for a bot that was never deployed.
+var ErrNoCode = errors.New("bot has no deployed code")
+
+func readAttachment(ctx context.Context, st *store.Store, a *store.Attachment) (string, string, error) {
+	id, ok := binaryID(a)
+	if !ok {
+		return "", "", ErrNoCode
+	}
+	bin, err := store.Get[store.Binary](ctx, st, id)
+	if err != nil {
+		return "", "", fmt.Errorf("loading %s: %w", a.URL, err)
+	}
+	data, err := base64.StdEncoding.DecodeString(bin.Data)
+	if err != nil {
+		return "", "", fmt.Errorf("decoding %s: %w", a.URL, err)
+	}
+	return string(data), a.Title, nil
+}
+
+func sameSource(ctx context.Context, st *store.Store, bot *store.Bot, filename, code string) (bool, error) {
+	if bot.SourceCode == nil || bot.ExecutableCode == nil || bot.SourceCode.Title != filename {
+		return false, nil
+	}
+	stored, _, err := readAttachment(ctx, st, bot.SourceCode)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrNoCode) {
+		return false, nil
+	}
+	return err == nil && stored == code, err
+}
+
+func putBinary(ctx context.Context, st *store.Store, project, contentType, data string) (*store.Binary, error) {
+	bin := &store.Binary{ContentType: contentType, Data: base64.StdEncoding.EncodeToString([]byte(data))}
+	bin.Meta.Project = project
+	if err := st.Create(ctx, bin, store.PutOptions{}); err != nil {
+		return nil, err
+	}
+	return bin, nil
+}
+
+func binaryID(a *store.Attachment) (string, bool) {
+	if a == nil {
+		return "", false
+	}
+	id, ok := strings.CutPrefix(a.URL, "Binary/")
+	return id, ok && id != ""
+}
+
+func sourceContentType(filename string) string {
+	switch path.Ext(filename) {
+	case ".ts", ".mts", ".cts":
+		return "application/typescript"
+	default:
+		return "text/javascript"
+	}
+}
+
+// jsName is the compiled file's name: index.ts becomes index.js.
+func jsName(filename string) string {
+	return strings.TrimSuffix(filename, path.Ext(filename)) + ".js"
+}
