@@ -80,7 +80,7 @@ func (m *Message) BuildAck(opts AckOptions) (*Message, error) {
 	}
 	id := opts.ControlID
 	if id == "" {
-		id = newControlID(now)
+		id = NewControlID(now)
 	}
 	msh := m.Header()
 	version := msh.Field(12).String()
@@ -141,10 +141,11 @@ func ackType(msgType Field) string {
 	return "ACK"
 }
 
-// newControlID returns 13 digits of Unix milliseconds (Medplum uses
-// Date.now()) followed by 7 random digits, so ACKs built in the same
-// millisecond differ. 20 characters is the MSH-10 limit up to v2.8.
-func newControlID(now time.Time) string {
+// NewControlID returns a message control id (MSH-10) for a message sent at
+// now: 13 digits of Unix milliseconds (Medplum uses Date.now()) and 7
+// random digits, so ids made in the same millisecond differ. 20 characters
+// is the MSH-10 limit up to v2.8.
+func NewControlID(now time.Time) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails (Go 1.24+)
 	n := (uint32(r[0])<<24 | uint32(r[1])<<16 | uint32(r[2])<<8 | uint32(r[3])) % 10_000_000
