@@ -1,0 +1,74 @@
+package botrunner
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/dop251/goja"
+)
+
+// programEntry is a compiled bot. A goja.Program is immutable and may run in many runtimes at once.
+type programEntry struct {
+	key      string
+	code     string // the source it was compiled from, to notice a key reused for new code
+	filename string
+	prg      *goja.Program
+}
+
+// programCache is a bounded LRU of compiled programs keyed by Request.CacheKey.
+type programCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // front = most recently used; values are *programEntry
+	byKey map[string]*list.Element
+}
+
+func newProgramCache(max int) *programCache {
+	return &programCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+// get returns the entry for key if it was compiled from code. An empty key is never cached.
+func (c *programCache) get(key, code string) *programEntry {
+	if key == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.byKey[key]
+	if el == nil {
+		return nil
+	}
+	e := el.Value.(*programEntry)
+	if e.code != code {
+		return nil
+	}
+	c.order.MoveToFront(el)
+	return e
+}
+
+func (c *programCache) put(key string, e *programEntry) {
+	if key == "" {
+		return
+	}
+	e.key = key
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.byKey[key]; el != nil {
+		el.Value = e
+		c.order.MoveToFront(el)
+		return
+	}
+	c.byKey[key] = c.order.PushFront(e)
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.byKey, last.Value.(*programEntry).key)
+	}
+}
+
+// len reports the number of cached programs.
+func (c *programCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

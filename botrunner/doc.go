@@ -1,0 +1,86 @@
+// Package botrunner runs Medplum-compatible bots (JavaScript or TypeScript handlers) in-process
+// with goja: it compiles bot source, parses $execute request bodies into event.input, runs the
+// handler in a fresh sandbox with a deadline, and maps what it returns (or throws) to an HTTP
+// answer. It does not import Caddy.
+//
+// # Use
+//
+//	prog, err := botrunner.Compile("index.ts", source) // at $deploy: *CompileError names line and column
+//	store(prog.JS)                                     // the executable code
+//
+//	r := botrunner.New(botrunner.Options{})            // once
+//	in, err := botrunner.ParseInput(contentType, body)  // *InputError: answer err.Status
+//	res, err := r.Run(ctx, botrunner.Request{
+//		CacheKey: botID + "@" + versionID, Code: prog.JS, BotID: botID,
+//		Event:   botrunner.Event{Bot: ..., ContentType: contentType, Input: in, ...},
+//		Medplum: backendClient,                       // serves the handler's medplum argument
+//	})
+//	// err: ErrBusy (answer 429 + Retry-After) or the context's error.
+//	// res.Outcome success → 200, else 400; write res.ContentType and res.Body either way.
+//
+// # Compiling
+//
+// esbuild turns TypeScript, ESM and CommonJS into CommonJS with an inline source map, lowering the
+// few things goja cannot parse (async generators, for await, dynamic import). Imports of
+// '@medplum/core' become require calls the sandbox answers; type-only imports vanish. The runner
+// compiles that JavaScript for goja once per Request.CacheKey and keeps the result in a bounded
+// LRU cache. Only inline source maps are read, never a path named by a sourceMappingURL comment.
+//
+// # The sandbox
+//
+// Every run gets a new goja runtime. The handler may be exported as exports.handler,
+// module.exports.handler, module.exports = {handler}, module.exports = handler, an ESM named export
+// `handler`, or a default export that is or holds the handler (Medplum accepts only the first two).
+// It is called as handler(medplum, event), synchronous or async.
+//
+// Globals: console (log, info, warn, error, debug, trace, dir, assert; captured, the last
+// MaxConsoleBytes kept, lines of methods other than log and dir prefixed with their level), URL,
+// URLSearchParams, TextEncoder, TextDecoder, ContentType, Hl7Message, Hl7Segment, Hl7Field,
+// Hl7Context, and require, which answers only '@medplum/core' (and '@medplum/fhirtypes', an empty
+// object) and throws "Cannot find module 'x' (the bot sandbox provides only '@medplum/core')"
+// otherwise. There is no process, fetch, Buffer, setTimeout or filesystem: the only way out is the
+// medplum argument. Globals are built on first use, so a run pays only for what it touches.
+//
+// '@medplum/core' provides: ContentType, OperationOutcomeError, allOk, created, notModified,
+// accepted, notFound, unauthorized, forbidden, gone, preconditionFailed, tooManyRequests,
+// badRequest, conflict, validationError, serverError, getStatus, isOk, isNotFound, isGone,
+// isAccepted, isOperationOutcome, assertOk, operationOutcomeToString,
+// operationOutcomeIssueToString, normalizeErrorString, normalizeOperationOutcome, createReference,
+// getReferenceString, getDisplayString, resolveId, parseReference, isReference, isResource,
+// formatHumanName, formatGivenName, formatFamilyName, formatCoding, formatCodeableConcept,
+// isCodeableConcept, getCodeBySystem, setCodeBySystem, getIdentifier, setIdentifier, getExtension,
+// getExtensionValue, getQuestionnaireAnswers, getAllQuestionnaireAnswers, calculateAge,
+// calculateAgeString, capitalize, isEmpty, isPopulated, stringify, deepClone, isUUID, generateId,
+// Hl7Message, Hl7Segment, Hl7Field, Hl7Context, parseHl7DateTime, formatHl7DateTime, and a
+// MedplumClient class whose constructor explains that bots use their medplum argument.
+//
+// The medplum argument offers readResource, readReference, readHistory, readVersion, search,
+// searchOne, searchResources, createResource, createResourceIfNoneExist, updateResource,
+// upsertResource, patchResource, deleteResource, validateResource, executeBatch, and raw get, post,
+// put, patch and delete. Each calls the Request's MedplumClient synchronously, bounded by the
+// run's deadline, and returns a promise that is already settled, so no event loop is needed. A
+// non-2xx answer rejects with an OperationOutcomeError carrying the backend's OperationOutcome
+// (404 without one: "Not found"). executeBot rejects: bots cannot start bots. Without a
+// MedplumClient every call rejects with "no FHIR backend is configured for bots".
+//
+// # Limits
+//
+// A run stops at its Timeout (wall clock, including code after an await) or when its context
+// ends: goja is interrupted at the next instruction. Native calls cannot be interrupted; a run
+// that has not stopped one second after its interrupt is answered as timed out anyway and keeps
+// its slot until it really ends. Call depth is bounded, so runaway recursion is an error result.
+// goja has no heap limit, so a bot can still allocate memory until its deadline.
+//
+// MaxConcurrent bounds simultaneous runs, and Request.MaxConcurrent each bot's; a run waits at
+// most QueueTimeout for a slot and then gets ErrBusy.
+//
+// # Results
+//
+// undefined → 200 all-ok OperationOutcome (application/fhir+json); a string → text/plain, or
+// x-application/hl7-v2+er7 when the request was HL7; an Hl7Message → x-application/hl7-v2+er7 with
+// CR between segments; an object with a string resourceType → application/fhir+json; any other
+// JSON value → application/json. A throw or rejection, a value JSON cannot express, a result over
+// MaxResultBytes, a promise that never settles and a missing handler are OutcomeError; the message
+// follows Medplum's normalizeErrorString, and Body holds it as an OperationOutcome. Content types
+// carry "; charset=utf-8".
+package botrunner

@@ -1,0 +1,121 @@
+package botrunner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/dop251/goja"
+
+	"github.com/fhirgate/fhirgate/internal/fhir"
+)
+
+// Content-Type header values of results. Bodies are always UTF-8.
+const (
+	ContentTypeText = MediaText + "; charset=utf-8"
+	ContentTypeJSON = MediaJSON + "; charset=utf-8"
+	ContentTypeFHIR = fhir.ContentType
+	ContentTypeHL7  = MediaHL7 + "; charset=utf-8"
+)
+
+// allOKBody is the answer for a handler that returns undefined.
+var allOKBody = mustJSON(fhir.AllOK())
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// mapResult turns the handler's value into the HTTP answer (DESIGN.md, "$execute rules"):
+// undefined → all-ok OperationOutcome; string → text/plain (HL7 type when the request was HL7);
+// Hl7Message → HL7 text; object with a string resourceType → FHIR JSON; any other JSON value →
+// application/json. Values JSON cannot express (BigInt, cycles, functions, symbols) are errors.
+func (x *execution) mapResult(v goja.Value) *Result {
+	if v == nil || goja.IsUndefined(v) {
+		return &Result{Outcome: OutcomeSuccess, Body: allOKBody, ContentType: ContentTypeFHIR}
+	}
+	if goja.IsString(v) {
+		ct := ContentTypeText
+		if x.req.Event.Input.Kind == InputHL7 {
+			ct = ContentTypeHL7
+		}
+		return x.success([]byte(v.String()), ct)
+	}
+	ct := ContentTypeJSON
+	if obj, ok := v.(*goja.Object); ok {
+		if s, ok := x.hl7Result(obj); ok {
+			return x.success([]byte(s), ContentTypeHL7)
+		}
+		var rt goja.Value
+		if ex := x.rt.Try(func() { rt = obj.Get("resourceType") }); ex != nil {
+			return x.errorResult(ex)
+		}
+		if rt != nil && goja.IsString(rt) {
+			ct = ContentTypeFHIR
+		}
+	}
+	s, err := x.stringify(v)
+	if err != nil {
+		if isUncatchable(err) {
+			return x.errorResult(err)
+		}
+		return x.failure(OutcomeError, "bot result cannot be serialized as JSON: "+x.errorString(exceptionValue(err)))
+	}
+	if s == "" {
+		return x.failure(OutcomeError, fmt.Sprintf("bot returned a %s, which cannot be serialized as JSON", typeOf(v)))
+	}
+	return x.success([]byte(s), ct)
+}
+
+// stringify is the original JSON.stringify; "" means the value has no JSON form.
+func (x *execution) stringify(v goja.Value) (string, error) {
+	if x.jsonStringify == nil {
+		var ok bool
+		if x.jsonStringify, ok = goja.AssertFunction(x.rt.Get("JSON").ToObject(x.rt).Get("stringify")); !ok {
+			return "", errors.New("JSON.stringify is not a function")
+		}
+	}
+	r, err := x.jsonStringify(goja.Undefined(), v)
+	if err != nil {
+		return "", err
+	}
+	if r == nil || goja.IsUndefined(r) {
+		return "", nil
+	}
+	return r.String(), nil
+}
+
+func (x *execution) success(body []byte, ct string) *Result {
+	if len(body) > x.r.opts.MaxResultBytes {
+		return x.failure(OutcomeError, fmt.Sprintf("bot result is %d bytes, more than the limit of %d", len(body), x.r.opts.MaxResultBytes))
+	}
+	return &Result{Outcome: OutcomeSuccess, Body: body, ContentType: ct}
+}
+
+// finish gives an error or timeout Result its body: an OperationOutcome with the message.
+func finish(res *Result) *Result {
+	if res.Outcome != OutcomeSuccess && res.Body == nil {
+		res.Body = mustJSON(fhir.NewOutcome(http.StatusBadRequest, res.Message))
+		res.ContentType = ContentTypeFHIR
+	}
+	return res
+}
+
+func exceptionValue(err error) goja.Value {
+	if ex, ok := err.(*goja.Exception); ok {
+		return ex.Value()
+	}
+	return goja.Undefined()
+}
+
+// typeOf names the only values, besides undefined, that JSON.stringify cannot express.
+func typeOf(v goja.Value) string {
+	if _, ok := goja.AssertFunction(v); ok {
+		return "function"
+	}
+	return "symbol"
+}
