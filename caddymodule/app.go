@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/tokens"
@@ -63,6 +64,23 @@ type App struct {
 	// never the token). Negative disables the cache. Default: 60s.
 	UserinfoCacheTTL caddy.Duration `json:"userinfo_cache_ttl,omitempty"`
 
+	// BotTimeout is the wall-clock limit of a bot run whose bot sets no
+	// `timeout` of its own. It also stops code waiting after an `await`.
+	// Default: 10s.
+	BotTimeout caddy.Duration `json:"bot_timeout,omitempty"`
+
+	// BotMaxConcurrent bounds simultaneous bot runs across all bots. Runs
+	// beyond it wait up to `bot_queue_timeout` for a slot, then are answered
+	// 429 with Retry-After. Default: 4 × the number of CPUs.
+	BotMaxConcurrent int `json:"bot_max_concurrent,omitempty"`
+
+	// BotQueueTimeout is how long a bot run waits for a free slot. Default: 1s.
+	BotQueueTimeout caddy.Duration `json:"bot_queue_timeout,omitempty"`
+
+	// AuditRetention is how long bot AuditEvents are kept. Default: 30 days
+	// (720h).
+	AuditRetention caddy.Duration `json:"audit_retention,omitempty"`
+
 	// Projects are declared records, keyed by project id, that are created
 	// or updated in the store every time the config loads (GitOps style).
 	// Unchanged records are left untouched; records removed from the config
@@ -73,6 +91,7 @@ type App struct {
 	dir    string
 	tokens *tokens.Service
 	oauth  *oauth.Server
+	runner *botrunner.Runner
 	logger *zap.Logger
 	ctx    caddy.Context
 }
@@ -103,6 +122,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.applyDeclared(ctx); err != nil {
 		return err
 	}
+	a.runner = botrunner.New(botrunner.Options{
+		MaxConcurrent:  a.BotMaxConcurrent,
+		QueueTimeout:   time.Duration(a.BotQueueTimeout),
+		DefaultTimeout: time.Duration(a.BotTimeout),
+	})
 	return a.provisionAuth(ctx)
 }
 

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -32,6 +35,10 @@ func init() {
 //		refresh_token_ttl  <duration>
 //		userinfo_timeout   <duration>
 //		userinfo_cache_ttl <duration>
+//		bot_timeout        <duration>
+//		bot_max_concurrent <n>
+//		bot_queue_timeout  <duration>
+//		audit_retention    <duration>
 //		project <id> {
 //			name <display name>
 //			client <client_id> {
@@ -105,6 +112,22 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "userinfo_cache_ttl":
 			if err := parseDuration(d, &a.UserinfoCacheTTL); err != nil {
+				return err
+			}
+		case "bot_timeout":
+			if err := parseDuration(d, &a.BotTimeout); err != nil {
+				return err
+			}
+		case "bot_queue_timeout":
+			if err := parseDuration(d, &a.BotQueueTimeout); err != nil {
+				return err
+			}
+		case "audit_retention":
+			if err := parseDuration(d, &a.AuditRetention); err != nil {
+				return err
+			}
+		case "bot_max_concurrent":
+			if err := parsePositiveInt(d, &a.BotMaxConcurrent); err != nil {
 				return err
 			}
 		case "project":
@@ -302,6 +325,24 @@ func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	return nil
 }
 
+// parsePositiveInt reads one positive integer argument into dst.
+func parsePositiveInt(d *caddyfile.Dispenser, dst *int) error {
+	if *dst != 0 {
+		return d.Errf("%s already specified", d.Val())
+	}
+	name := d.Val()
+	var arg string
+	if !d.AllArgs(&arg) {
+		return d.ArgErr()
+	}
+	n, err := strconv.Atoi(arg)
+	if err != nil || n <= 0 {
+		return d.Errf("invalid %s '%s': must be a positive integer", name, arg)
+	}
+	*dst = n
+	return nil
+}
+
 // relativeToCaddyfile resolves a relative path against the directory of the
 // Caddyfile the token came from (imports included), so a config works from
 // any working directory.
@@ -315,7 +356,6 @@ func relativeToCaddyfile(d *caddyfile.Dispenser, path string) string {
 	}
 	return abs
 }
-
 
 // parseHandlerDirective sets up the fhirgate handler from a site block.
 func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -332,6 +372,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		fhir_base        <path>
 //		public_paths     <path>...
 //		upstream_auth    strip|passthrough|bearer <token>
+//		max_body         <size>
 //		identity_headers {
 //			user    <header>
 //			profile <header>
@@ -387,6 +428,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := h.unmarshalIdentityHeaders(d); err != nil {
 				return err
 			}
+		case "max_body":
+			if h.MaxBody != 0 {
+				return d.Err("max_body already specified")
+			}
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(arg)
+			if err != nil || size == 0 || size > 1<<40 {
+				return d.Errf("invalid max_body '%s': want a size such as 1MB or 512KiB", arg)
+			}
+			h.MaxBody = int64(size)
 		default:
 			return d.Errf("unrecognized fhirgate subdirective '%s'", d.Val())
 		}

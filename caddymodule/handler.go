@@ -3,11 +3,13 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 )
@@ -67,7 +69,12 @@ type Handler struct {
 	// `X-Fhirgate-Project`, `X-Fhirgate-Client`, `X-Fhirgate-Scope`.
 	IdentityHeaders *IdentityHeaders `json:"identity_headers,omitempty"`
 
+	// MaxBody bounds the body of a bot `$execute` request, in bytes; a
+	// larger one is answered 413. Default: 1 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
 	gw     *gateway.Gateway
+	bots   *botapi.API
 	logger *zap.Logger
 }
 
@@ -98,6 +105,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	app := appVal.(*App)
 
+	fhirBase := h.FHIRBase
+	if fhirBase == "" {
+		fhirBase = gateway.DefaultFHIRBase
+	}
+	h.bots, err = botapi.New(botapi.Options{
+		Store:          app.Store(),
+		Runner:         app.runner,
+		FHIRBase:       fhirBase,
+		MaxBody:        h.MaxBody,
+		AuditRetention: time.Duration(app.AuditRetention),
+		Logger:         h.logger,
+	})
+	if err != nil {
+		return err
+	}
+
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
 		FHIRBase:        h.FHIRBase,
@@ -105,6 +128,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		UpstreamAuth:    h.UpstreamAuth,
 		UpstreamToken:   repl.ReplaceKnown(h.UpstreamToken, ""),
 		OAuth:           app.oauth,
+		Operations:      h.bots.Handler,
 		OnAuthenticated: setPlaceholders,
 	}
 	if hd := h.IdentityHeaders; hd != nil {
@@ -114,6 +138,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.gw, err = gateway.New(opts)
 	return err
+}
+
+// Cleanup writes the bot audit events still queued.
+func (h *Handler) Cleanup() error {
+	if h.bots != nil {
+		h.bots.Close()
+	}
+	return nil
 }
 
 // ServeHTTP answers fhirgate's endpoints and gates the FHIR API.
@@ -138,5 +170,6 @@ func setPlaceholders(r *http.Request, id *oauth.Identity) {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

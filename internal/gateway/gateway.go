@@ -65,6 +65,11 @@ type Options struct {
 
 	OAuth *oauth.Server
 
+	// Operations, when set, claims authenticated requests that fhirgate
+	// answers itself (bot operations): it returns their handler, or nil to
+	// let the request continue to the backend.
+	Operations func(r *http.Request) func(w http.ResponseWriter, r *http.Request, id *oauth.Identity)
+
 	// OnAuthenticated is told of every authenticated request, so the Caddy
 	// module can set placeholders.
 	OnAuthenticated func(r *http.Request, id *oauth.Identity)
@@ -155,6 +160,12 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	g.setIdentity(r, id)
 	if g.o.OnAuthenticated != nil {
 		g.o.OnAuthenticated(r, id)
+	}
+	if g.o.Operations != nil {
+		if op := g.o.Operations(r); op != nil {
+			op(w, r, id)
+			return nil
+		}
 	}
 	return next(w, r)
 }

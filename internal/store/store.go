@@ -94,16 +94,83 @@ func (s *Store) Put(ctx context.Context, r Resource, o PutOptions) (created bool
 
 // write stamps, validates and stores r with its indexes in one transaction.
 func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace bool) (bool, error) {
+	w, err := s.prepare(r, o, replace)
+	if err != nil {
+		return false, err
+	}
+	if err := s.kv.Update(ctx, w.apply); err != nil {
+		return false, fmt.Errorf("writing %s/%s: %w", w.typ, r.Base().ID, err)
+	}
+	return w.created, nil
+}
+
+// CreateAll creates several resources in one transaction, all or none:
+// one commit (and one disk sync) for the lot, which is what batched
+// writers such as the audit log need. Each gets a new id, as with Create.
+// On error the resources are left as they were.
+func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) error {
+	o.IfMatch = ""
+	saved := make([]Base, len(rs))
+	restore := func() {
+		for i, r := range rs {
+			*r.Base() = saved[i]
+		}
+	}
+	writes := make([]*pendingWrite, len(rs))
+	for i, r := range rs {
+		res, err := asStorable(r)
+		if err != nil {
+			restore()
+			return err
+		}
+		saved[i] = *r.Base()
+		r.Base().ID = uuid.NewString()
+		if writes[i], err = s.prepare(res, o, false); err != nil {
+			restore()
+			return err
+		}
+	}
+	err := s.kv.Update(ctx, func(tx Txn) error {
+		for _, w := range writes {
+			if err := w.apply(tx); err != nil {
+				return fmt.Errorf("%s/%s: %w", w.typ, w.r.Base().ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		restore()
+		return fmt.Errorf("writing %d resources: %w", len(rs), err)
+	}
+	return nil
+}
+
+// pendingWrite is a stamped, validated and encoded resource, ready to be
+// applied inside a transaction.
+type pendingWrite struct {
+	r       storable
+	typ     string
+	o       PutOptions
+	replace bool
+	data    []byte
+	newIdx  []indexEntry
+	refs    []mustExist
+	ifMatch string
+	created bool // set by apply
+}
+
+// prepare stamps and validates r and encodes it, outside any transaction.
+func (s *Store) prepare(r storable, o PutOptions, replace bool) (*pendingWrite, error) {
 	typ := r.resourceType()
 	b := r.Base()
 	if b.ResourceType != "" && b.ResourceType != typ {
-		return false, invalid("resourceType", fmt.Sprintf("is %q, expected %q", b.ResourceType, typ))
+		return nil, invalid("resourceType", fmt.Sprintf("is %q, expected %q", b.ResourceType, typ))
 	}
 	if o.TTL < 0 {
-		return false, fmt.Errorf("writing %s: negative TTL %s", typ, o.TTL)
+		return nil, fmt.Errorf("writing %s: negative TTL %s", typ, o.TTL)
 	}
 	if o.TTL > 0 && !r.allowsTTL() {
-		return false, fmt.Errorf("writing %s: resources of this type cannot have a TTL", typ)
+		return nil, fmt.Errorf("writing %s: resources of this type cannot have a TTL", typ)
 	}
 	b.ResourceType = typ
 	now := s.now()
@@ -111,85 +178,84 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 	b.Meta.LastUpdated = FormatTime(now)
 	r.normalize(now)
 	if err := r.validate(); err != nil {
-		return false, err
+		return nil, err
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return false, fmt.Errorf("encoding %s: %w", typ, err)
+		return nil, fmt.Errorf("encoding %s: %w", typ, err)
 	}
-	newIdx := allIndexes(r)
-	refs := r.references()
-	ifMatch := normalizeIfMatch(o.IfMatch)
+	return &pendingWrite{
+		r: r, typ: typ, o: o, replace: replace, data: data,
+		newIdx: allIndexes(r), refs: r.references(), ifMatch: normalizeIfMatch(o.IfMatch),
+	}, nil
+}
 
-	var created bool
-	err = s.kv.Update(ctx, func(tx Txn) error {
-		created = true
-		var oldIdx []indexEntry
-		if replace {
-			old, err := readRecord(tx, typ, b.ID)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				if ifMatch != "" {
-					return fmt.Errorf("%w: version conflict: %s/%s does not exist", ErrConflict, typ, b.ID)
-				}
-			case err != nil:
-				return err
-			default:
-				created = false
-				if ifMatch != "" && old.Base().Meta.VersionID != ifMatch {
-					return fmt.Errorf("%w: version conflict: %s/%s is not at version %q", ErrConflict, typ, b.ID, ifMatch)
-				}
-				oldIdx = allIndexes(old)
+// apply stores the record and its indexes in tx, checking references,
+// unique indexes and the expected version.
+func (w *pendingWrite) apply(tx Txn) error {
+	typ, b, o := w.typ, w.r.Base(), w.o
+	w.created = true
+	var oldIdx []indexEntry
+	if w.replace {
+		old, err := readRecord(tx, typ, b.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if w.ifMatch != "" {
+				return fmt.Errorf("%w: version conflict: %s/%s does not exist", ErrConflict, typ, b.ID)
 			}
+		case err != nil:
+			return err
+		default:
+			w.created = false
+			if w.ifMatch != "" && old.Base().Meta.VersionID != w.ifMatch {
+				return fmt.Errorf("%w: version conflict: %s/%s is not at version %q", ErrConflict, typ, b.ID, w.ifMatch)
+			}
+			oldIdx = allIndexes(old)
 		}
-		for _, ref := range refs {
-			if _, err := tx.Get(recordKey(ref.resourceType, ref.id)); err != nil {
-				if errors.Is(err, ErrNotFound) {
-					return invalid(ref.field, fmt.Sprintf("%s/%s does not exist", ref.resourceType, ref.id))
-				}
-				return err
-			}
-			if err := tx.Set(guardKey(ref.resourceType, ref.id), nil, 0); err != nil {
-				return err
-			}
-		}
-		keep := make(map[string]bool, len(newIdx))
-		for _, e := range newIdx {
-			keep[string(e.key)] = true
-			if !e.unique {
-				continue
-			}
-			holder, err := tx.Get(e.key)
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil:
-				return err
-			case string(holder) != b.ID:
-				return fmt.Errorf("%w: %s already exists", ErrConflict, e.what)
-			}
-		}
-		for _, e := range oldIdx {
-			if !keep[string(e.key)] {
-				if err := tx.Delete(e.key); err != nil {
-					return err
-				}
-			}
-		}
-		for _, e := range newIdx {
-			var v []byte
-			if e.unique {
-				v = []byte(b.ID)
-			}
-			if err := tx.Set(e.key, v, o.TTL); err != nil {
-				return err
-			}
-		}
-		return tx.Set(recordKey(typ, b.ID), data, o.TTL)
-	})
-	if err != nil {
-		return false, fmt.Errorf("writing %s/%s: %w", typ, b.ID, err)
 	}
-	return created, nil
+	for _, ref := range w.refs {
+		if _, err := tx.Get(recordKey(ref.resourceType, ref.id)); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return invalid(ref.field, fmt.Sprintf("%s/%s does not exist", ref.resourceType, ref.id))
+			}
+			return err
+		}
+		if err := tx.Set(guardKey(ref.resourceType, ref.id), nil, 0); err != nil {
+			return err
+		}
+	}
+	keep := make(map[string]bool, len(w.newIdx))
+	for _, e := range w.newIdx {
+		keep[string(e.key)] = true
+		if !e.unique {
+			continue
+		}
+		holder, err := tx.Get(e.key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		case string(holder) != b.ID:
+			return fmt.Errorf("%w: %s already exists", ErrConflict, e.what)
+		}
+	}
+	for _, e := range oldIdx {
+		if !keep[string(e.key)] {
+			if err := tx.Delete(e.key); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range w.newIdx {
+		var v []byte
+		if e.unique {
+			v = []byte(b.ID)
+		}
+		if err := tx.Set(e.key, v, o.TTL); err != nil {
+			return err
+		}
+	}
+	return tx.Set(recordKey(typ, b.ID), w.data, o.TTL)
 }
 
 // allIndexes returns the type's indexes plus the generic project index.

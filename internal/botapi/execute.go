@@ -1,0 +1,185 @@
+package botapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/deploy"
+	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// execute runs a bot for an authenticated caller.
+func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$execute accepts GET and POST")
+		return
+	}
+	ctx := r.Context()
+	bot, status, msg := a.findBot(ctx, r, id, botID)
+	if bot == nil {
+		fhir.WriteOutcome(w, status, msg)
+		return
+	}
+	input, ierr := a.readInput(r)
+	if ierr != nil {
+		fhir.WriteOutcome(w, ierr.Status, ierr.Message, exprs(ierr.Expression)...)
+		return
+	}
+	code, key, err := deploy.Executable(ctx, a.o.Store, bot)
+	if errors.Is(err, deploy.ErrNoCode) {
+		fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("Bot/%s has no deployed code; deploy it with $deploy", bot.ID))
+		return
+	}
+	if err != nil {
+		a.o.Logger.Error("loading bot code", zap.String("bot", bot.ID), zap.Error(err))
+		fhir.WriteOutcome(w, http.StatusInternalServerError, "loading the bot's code failed")
+		return
+	}
+	secrets, err := a.secrets(ctx, bot)
+	if err != nil {
+		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
+		fhir.WriteOutcome(w, http.StatusInternalServerError, "loading the bot's secrets failed")
+		return
+	}
+
+	traceID := traceIDOf(r)
+	started := time.Now()
+	req := botrunner.Request{
+		CacheKey: key,
+		Code:     code,
+		Filename: bot.ExecutableCode.Title,
+		BotID:    bot.ID,
+		Event: botrunner.Event{
+			Bot:         botrunner.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name},
+			ContentType: r.Header.Get("Content-Type"),
+			Input:       input,
+			Secrets:     secrets,
+			TraceID:     traceID,
+			Headers:     eventHeaders(r.Header),
+		},
+	}
+	if bot.Timeout > 0 {
+		req.Timeout = time.Duration(bot.Timeout) * time.Second
+	}
+	if id.Profile != "" {
+		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
+	}
+	if a.o.Medplum != nil {
+		req.Medplum = a.o.Medplum(id, traceID)
+	}
+	res, err := a.o.Runner.Run(ctx, req)
+	switch {
+	case errors.Is(err, botrunner.ErrBusy):
+		a.o.OnExecute("busy", 0, time.Since(started))
+		w.Header().Set("Retry-After", "1")
+		fhir.WriteOutcome(w, http.StatusTooManyRequests, "too many bot runs in progress; retry shortly")
+		return
+	case err != nil && res == nil:
+		// The caller went away while the run waited for a slot.
+		a.o.OnExecute("cancelled", 0, time.Since(started))
+		return
+	}
+	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
+	a.audit.record(auditEntry(bot, id, res, traceID, started))
+	if err != nil {
+		return // the caller went away mid-run; the run is audited, nobody is listening
+	}
+	status = http.StatusOK
+	if res.Outcome != botrunner.OutcomeSuccess {
+		status = http.StatusBadRequest
+	}
+	w.Header().Set("Content-Type", res.ContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Trace-Id", traceID)
+	w.WriteHeader(status)
+	_, _ = w.Write(res.Body)
+}
+
+// findBot resolves the bot from the path id or the identifier parameter,
+// within the caller's project only. On failure it returns the status and
+// message to answer.
+func (a *API) findBot(ctx context.Context, r *http.Request, id *oauth.Identity, botID string) (*store.Bot, int, string) {
+	if botID != "" {
+		bot, err := store.Get[store.Bot](ctx, a.o.Store, botID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && bot.Meta.Project != id.ProjectID) {
+			return nil, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", botID)
+		}
+		if err != nil {
+			a.o.Logger.Error("loading bot", zap.String("bot", botID), zap.Error(err))
+			return nil, http.StatusInternalServerError, "loading the bot failed"
+		}
+		return bot, 0, ""
+	}
+	idents := r.URL.Query()["identifier"]
+	switch {
+	case len(idents) == 0:
+		return nil, http.StatusBadRequest, "Must specify bot ID or identifier."
+	case len(idents) > 1:
+		return nil, http.StatusBadRequest, "identifier given more than once"
+	case idents[0] == "":
+		return nil, http.StatusBadRequest, "identifier is empty"
+	}
+	system, value, ok := strings.Cut(idents[0], "|")
+	if !ok {
+		system, value = "", idents[0]
+	}
+	bot, err := a.o.Store.BotByIdentifier(ctx, id.ProjectID, system, value)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, http.StatusNotFound, fmt.Sprintf("no bot with identifier %s", idents[0])
+	case errors.Is(err, store.ErrConflict):
+		return nil, http.StatusBadRequest, fmt.Sprintf("identifier %s matches several bots; give the system too", idents[0])
+	case err != nil:
+		a.o.Logger.Error("finding bot by identifier", zap.Error(err))
+		return nil, http.StatusInternalServerError, "finding the bot failed"
+	}
+	return bot, 0, ""
+}
+
+// readInput parses the request body (POST) or query (GET) into the bot's
+// input, refusing bodies over MaxBody.
+func (a *API) readInput(r *http.Request) (botrunner.Input, *botrunner.InputError) {
+	if r.Method == http.MethodGet {
+		in, err := botrunner.ParseInput(botrunner.MediaForm, []byte(r.URL.RawQuery))
+		return in, asInputError(err)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, a.o.MaxBody+1))
+	if err != nil {
+		return botrunner.Input{}, &botrunner.InputError{Status: http.StatusBadRequest, Message: "reading the request body failed"}
+	}
+	if int64(len(body)) > a.o.MaxBody {
+		return botrunner.Input{}, &botrunner.InputError{Status: http.StatusRequestEntityTooLarge,
+			Message: fmt.Sprintf("the request body exceeds the %d-byte limit", a.o.MaxBody)}
+	}
+	in, err := botrunner.ParseInput(r.Header.Get("Content-Type"), body)
+	return in, asInputError(err)
+}
+
+func asInputError(err error) *botrunner.InputError {
+	if err == nil {
+		return nil
+	}
+	var ierr *botrunner.InputError
+	if errors.As(err, &ierr) {
+		return ierr
+	}
+	return &botrunner.InputError{Status: http.StatusBadRequest, Message: err.Error()}
+}
+
+func exprs(e string) []string {
+	if e == "" {
+		return nil
+	}
+	return []string{e}
+}
