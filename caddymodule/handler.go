@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -129,6 +130,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		UpstreamToken:   repl.ReplaceKnown(h.UpstreamToken, ""),
 		OAuth:           app.oauth,
 		Operations:      h.bots.Handler,
+		ErrorStatus:     errorStatus,
 		OnAuthenticated: setPlaceholders,
 	}
 	if hd := h.IdentityHeaders; hd != nil {
@@ -151,6 +153,19 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP answers fhirgate's endpoints and gates the FHIR API.
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	return h.gw.Serve(w, r, next.ServeHTTP)
+}
+
+// errorStatus reads the status of an error a later handler returned, such
+// as reverse_proxy's 502 when the backend is down.
+func errorStatus(err error) int {
+	var he caddyhttp.HandlerError
+	if errors.As(err, &he) {
+		if he.StatusCode == 0 {
+			return http.StatusInternalServerError
+		}
+		return he.StatusCode
+	}
+	return 0
 }
 
 // setPlaceholders publishes the caller's identity to later handlers and the

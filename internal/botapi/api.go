@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -23,11 +24,6 @@ const (
 	auditTailBytes = 10 << 10
 )
 
-// MedplumFactory builds the bot's `medplum` client for one run: a client of
-// the FHIR backend acting for the caller. Nil means no backend is
-// configured, and the bot's calls reject saying so.
-type MedplumFactory func(id *oauth.Identity, traceID string) botrunner.MedplumClient
-
 // Options configures an API. Store and Runner are required.
 type Options struct {
 	Store  *store.Store
@@ -40,8 +36,6 @@ type Options struct {
 	// AuditRetention is how long AuditEvents are kept. Zero means
 	// DefaultAuditRetention.
 	AuditRetention time.Duration
-	// Medplum builds the bots' FHIR client. Nil: none configured.
-	Medplum MedplumFactory
 	Logger  *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
@@ -80,7 +74,7 @@ func (a *API) Close() { a.audit.close() }
 
 // Handler returns the handler for an authenticated request if its path is
 // a bot operation, or nil.
-func (a *API) Handler(r *http.Request) func(w http.ResponseWriter, r *http.Request, id *oauth.Identity) {
+func (a *API) Handler(r *http.Request) gateway.Operation {
 	rel, ok := strings.CutPrefix(path.Clean(r.URL.Path), a.o.FHIRBase+"/")
 	if !ok {
 		return nil
@@ -91,10 +85,14 @@ func (a *API) Handler(r *http.Request) func(w http.ResponseWriter, r *http.Reque
 	}
 	switch {
 	case parts[1] == "$execute":
-		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity) { a.execute(w, r, id, "") }
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
+			a.execute(w, r, id, be, "")
+		}
 	case len(parts) >= 3 && parts[2] == "$execute":
 		botID := parts[1]
-		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity) { a.execute(w, r, id, botID) }
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
+			a.execute(w, r, id, be, botID)
+		}
 	}
 	return nil
 }

@@ -14,12 +14,13 @@ import (
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 // execute runs a bot for an authenticated caller.
-func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) {
+func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend, botID string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$execute accepts GET and POST")
@@ -75,8 +76,8 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
-	if a.o.Medplum != nil {
-		req.Medplum = a.o.Medplum(id, traceID)
+	if be != nil {
+		req.Medplum = medplumClient{backend: be, traceID: traceID}
 	}
 	res, err := a.o.Runner.Run(ctx, req)
 	switch {

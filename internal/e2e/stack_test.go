@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -39,6 +40,18 @@ func newBackend(t *testing.T) *backend {
 		b.requests = append(b.requests, r.Clone(r.Context()))
 		b.mu.Unlock()
 		w.Header().Set("Content-Type", "application/fhir+json")
+		if r.Method == http.MethodPost {
+			// Create: echo the resource back with an id, as FHIR servers do.
+			body, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"new-1",` + strings.TrimPrefix(string(body), "{")))
+			return
+		}
+		if strings.Contains(r.URL.Path, "/Patient/missing") {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"not-found","details":{"text":"Not found"}}]}`))
+			return
+		}
 		id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 		_, _ = w.Write([]byte(`{"resourceType":"Patient","id":"` + id + `"}`))
 	}))
@@ -105,6 +118,10 @@ const stackCaddyfile = `{
 			bot misbehave {
 				identifier https://example.com/bots|misbehave
 				source {{.Testdata}}/misbehave.js
+			}
+			bot fhirclient {
+				identifier https://example.com/bots|fhirclient
+				source {{.Testdata}}/fhirclient.ts
 			}
 		}
 		project beta {

@@ -68,12 +68,21 @@ type Options struct {
 	// Operations, when set, claims authenticated requests that fhirgate
 	// answers itself (bot operations): it returns their handler, or nil to
 	// let the request continue to the backend.
-	Operations func(r *http.Request) func(w http.ResponseWriter, r *http.Request, id *oauth.Identity)
+	Operations func(r *http.Request) Operation
+
+	// ErrorStatus reads the HTTP status out of an error the next handler
+	// returned (Caddy handlers return errors for 502 and the like), so a
+	// Backend call reports it as a status. 0 means "not an HTTP error".
+	ErrorStatus func(error) int
 
 	// OnAuthenticated is told of every authenticated request, so the Caddy
 	// module can set placeholders.
 	OnAuthenticated func(r *http.Request, id *oauth.Identity)
 }
+
+// Operation answers an authenticated request fhirgate serves itself; it
+// reaches the FHIR backend, when it needs to, through backend.
+type Operation func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, backend *Backend)
 
 // Gateway routes requests; see the package documentation.
 type Gateway struct {
@@ -163,7 +172,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	}
 	if g.o.Operations != nil {
 		if op := g.o.Operations(r); op != nil {
-			op(w, r, id)
+			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
 			return nil
 		}
 	}

@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/fhirgate/fhirgate/internal/oauth"
+)
+
+// maxBackendResponse bounds what fhirgate's own operations read from the
+// backend (a bot's FHIR calls, a profile): 16 MiB.
+const maxBackendResponse = 16 << 20
+
+// Backend sends requests on to the next handler (normally the user's
+// reverse_proxy) as the authenticated caller: the same identity headers,
+// the same upstream credentials, the same proxy settings as a request the
+// caller made directly. fhirgate's own operations use it to reach the FHIR
+// backend without a second configuration of where it is.
+type Backend struct {
+	g    *Gateway
+	id   *oauth.Identity
+	orig *http.Request
+	next Next
+}
+
+// BackendResponse is a backend answer.
+type BackendResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends one request. path is relative to the FHIR base and escaped, e.g.
+// "Patient/123". ctx must descend from the original request's context (it
+// carries Caddy's per-request state); it may outlive the request itself.
+func (b *Backend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*BackendResponse, error) {
+	rawPath := b.g.o.FHIRBase + "/" + strings.TrimPrefix(path, "/")
+	if path == "" {
+		rawPath = b.g.o.FHIRBase
+	}
+	unescaped, err := url.PathUnescape(rawPath)
+	if err != nil {
+		return nil, fmt.Errorf("backend path %q: %w", path, err)
+	}
+	u := *b.orig.URL
+	u.Path, u.RawPath, u.RawQuery, u.Fragment = unescaped, rawPath, query.Encode(), ""
+
+	req := b.orig.Clone(ctx)
+	req.Method = method
+	req.URL = &u
+	req.RequestURI = u.RequestURI()
+	req.Header = http.Header{"Accept": {"application/fhir+json"}}
+	maps.Copy(req.Header, header)
+	req.Body, req.ContentLength = http.NoBody, 0
+	if body != nil {
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
+	req.GetBody = nil
+	b.g.setIdentity(req, b.id)
+
+	rec := &recorder{header: http.Header{}}
+	if err := b.next(rec, req); err != nil {
+		if b.g.o.ErrorStatus == nil {
+			return nil, fmt.Errorf("backend request: %w", err)
+		}
+		status := b.g.o.ErrorStatus(err)
+		if status == 0 {
+			return nil, fmt.Errorf("backend request: %w", err)
+		}
+		return &BackendResponse{Status: status, Header: http.Header{}}, nil
+	}
+	if rec.overflow {
+		return nil, errors.New("backend response exceeds 16 MiB")
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &BackendResponse{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
+}
+
+// recorder captures a response, bounded.
+type recorder struct {
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	overflow bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if r.body.Len()+len(p) > maxBackendResponse {
+		r.overflow = true
+		return 0, errors.New("response too large")
+	}
+	return r.body.Write(p)
+}
+
+// Flush lets proxies that flush as they stream write into the recorder.
+func (r *recorder) Flush() {}
