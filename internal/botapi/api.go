@@ -36,7 +36,7 @@ type Options struct {
 	// AuditRetention is how long AuditEvents are kept. Zero means
 	// DefaultAuditRetention.
 	AuditRetention time.Duration
-	Logger  *zap.Logger
+	Logger         *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)
