@@ -13,6 +13,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/session"
 )
 
 func init() {
@@ -130,6 +131,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		UpstreamToken:   repl.ReplaceKnown(h.UpstreamToken, ""),
 		OAuth:           app.oauth,
 		Operations:      h.bots.Handler,
+		Me:              (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
 		ErrorStatus:     errorStatus,
 		OnAuthenticated: setPlaceholders,
 	}

@@ -52,8 +52,14 @@ func newBackend(t *testing.T) *backend {
 			_, _ = w.Write([]byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"not-found","details":{"text":"Not found"}}]}`))
 			return
 		}
-		id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-		_, _ = w.Write([]byte(`{"resourceType":"Patient","id":"` + id + `"}`))
+		// GET /fhir/R4/<Type>/<id> answers that resource, with a name so
+		// a test can tell it came from here.
+		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/fhir/R4/"), "/")
+		typ, id := "Patient", parts[len(parts)-1]
+		if len(parts) == 2 {
+			typ = parts[0]
+		}
+		_, _ = w.Write([]byte(`{"resourceType":"` + typ + `","id":"` + id + `","name":[{"family":"FromBackend"}]}`))
 	}))
 	t.Cleanup(b.Close)
 	return b

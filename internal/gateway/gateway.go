@@ -70,6 +70,10 @@ type Options struct {
 	// let the request continue to the backend.
 	Operations func(r *http.Request) Operation
 
+	// Me answers GET /auth/me for an authenticated caller (Medplum's
+	// session endpoint). Nil: /auth/me is not answered here.
+	Me Operation
+
 	// ErrorStatus reads the HTTP status out of an error the next handler
 	// returned (Caddy handlers return errors for 502 and the like), so a
 	// Backend call reports it as a status. 0 means "not an HTTP error".
@@ -151,6 +155,15 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		h(w, r)
 		return nil
 	}
+	if r.URL.Path == "/auth/me" && g.o.Me != nil {
+		id, aerr := g.o.OAuth.Authenticate(r.Context(), r)
+		if aerr != nil {
+			oauth.WriteAuthError(w, aerr)
+			return nil
+		}
+		g.o.Me(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
+		return nil
+	}
 	// Gate the request if any reading of its path is under the base, and
 	// treat it as public only if every reading is a public path.
 	views := pathViews(r.URL)
@@ -191,6 +204,8 @@ func (g *Gateway) ownEndpoint(p string) http.HandlerFunc {
 		return o.ServeRevoke
 	case "/oauth2/introspect":
 		return o.ServeIntrospect
+	case "/auth/exchange":
+		return o.ServeLegacyExchange
 	case "/.well-known/jwks.json":
 		return o.ServeJWKS
 	case "/.well-known/openid-configuration", "/.well-known/oauth-authorization-server":

@@ -13,9 +13,9 @@ import (
 	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
 
-// exchangeRequest is what both /oauth2/token and the legacy /auth/exchange
+// ExchangeRequest is what both /oauth2/token and the legacy /auth/exchange
 // ask for.
-type exchangeRequest struct {
+type ExchangeRequest struct {
 	ClientID     string
 	ClientSecret string
 	BasicAuth    bool
@@ -47,7 +47,7 @@ func (s *Server) exchange(r *http.Request, f form) (*tokenResponse, *store.Clien
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidRequest, "requested_token_type",
 			"only "+tokenTypeAccess+" can be issued")
 	}
-	return s.Exchange(r.Context(), exchangeRequest{
+	return s.Exchange(r.Context(), ExchangeRequest{
 		ClientID: id, ClientSecret: secret, BasicAuth: basic,
 		SubjectToken: f["subject_token"], Scope: f["scope"], MembershipID: f["membership_id"],
 		RemoteAddr: r.RemoteAddr, UserAgent: r.UserAgent(),
@@ -56,7 +56,7 @@ func (s *Server) exchange(r *http.Request, f form) (*tokenResponse, *store.Clien
 
 // Exchange checks an identity provider's access token and issues ours. It
 // is shared by the token endpoint and the legacy /auth/exchange.
-func (s *Server) Exchange(ctx context.Context, req exchangeRequest) (*tokenResponse, *store.ClientApplication, *Error) {
+func (s *Server) Exchange(ctx context.Context, req ExchangeRequest) (*tokenResponse, *store.ClientApplication, *Error) {
 	client, e := s.authenticateClient(ctx, req.ClientID, req.ClientSecret)
 	if e != nil {
 		return nil, nil, e
