@@ -2,7 +2,11 @@ package botrunner
 
 import (
 	"regexp"
+	"sort"
+	"strings"
 	"testing"
+
+	"github.com/dop251/goja"
 )
 
 // TestMedplumCoreHelpers evaluates each expression in a bot that imported everything from
@@ -111,5 +115,41 @@ func TestWebGlobals(t *testing.T) {
 				t.Errorf("got %s, want /%s/", res.Body, tc.want)
 			}
 		})
+	}
+}
+
+func TestCoreExportTableMatchesTheGroups(t *testing.T) {
+	x := &execution{rt: goja.New()}
+	core := x.coreModule()
+	groups := map[string][]string{}
+	for name, g := range coreExports {
+		groups[g] = append(groups[g], name)
+	}
+	for g := range groups {
+		obj := x.coreState.group(g)
+		got := obj.Keys()
+		sort.Strings(got)
+		want := groups[g]
+		sort.Strings(want)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("group %s exports %v, table says %v", g, got, want)
+		}
+	}
+	if keys := core.Keys(); len(keys) != len(coreExports) {
+		t.Errorf("module has %d keys, table %d", len(keys), len(coreExports))
+	}
+}
+
+func TestCoreExportsCanBeChanged(t *testing.T) {
+	r := New(Options{})
+	res := run(t, r, `export async function handler() {
+  const core = require('@medplum/core');
+  core.extra = 1;
+  core.createReference = () => 'patched';
+  delete core.allOk;
+  return [core.extra, core.createReference(), 'allOk' in core, Object.keys(core).includes('extra'), Object.keys(core).includes('allOk'), typeof core.badRequest];
+}`, jsonEvent(t, `{}`))
+	if string(res.Body) != `[1,"patched",false,true,false,"function"]` {
+		t.Errorf("got %v %s %s", res.Outcome, res.Body, res.Message)
 	}
 }

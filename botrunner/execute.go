@@ -44,6 +44,7 @@ type execution struct {
 	jsonStringify goja.Callable // JSON.stringify, taken on first use
 
 	core       *goja.Object // '@medplum/core' exports, built on first use
+	coreState  *lazyCore
 	fhirtypes  *goja.Object
 	urlExports *goja.Object
 }

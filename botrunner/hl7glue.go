@@ -12,9 +12,10 @@ import (
 // HL7 v2 support comes from package hl7js: Medplum's Hl7Message classes, evaluated in a runtime
 // only when a bot touches them, as '@medplum/core' exports and as globals (see sandboxGlobals).
 
-// defineHL7Exports adds the HL7 classes and date helpers to the '@medplum/core' exports.
-func (x *execution) defineHL7Exports(core *goja.Object) {
-	if err := hl7js.DefineExports(x.rt, core); err != nil {
+// defineHL7Exports adds the HL7 classes and date helpers to obj, the "hl7" group of the
+// '@medplum/core' exports.
+func (x *execution) defineHL7Exports(obj *goja.Object) {
+	if err := hl7js.DefineExports(x.rt, obj); err != nil {
 		panic(x.rt.NewGoError(err))
 	}
 }
