@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// repoRoot finds the module root (where go.mod is) from the working
+// directory, so the harness runs from anywhere inside the checkout.
+func repoRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("running go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the fhirgate module: run from the repository checkout")
+	}
+	root := filepath.Dir(mod)
+	if _, err := os.Stat(filepath.Join(root, "cmd", "caddy")); err != nil {
+		return "", fmt.Errorf("finding cmd/caddy in %s: %w", root, err)
+	}
+	return root, nil
+}
+
+// buildCaddy builds the real Caddy with the plugin from cmd/caddy.
+func buildCaddy(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/caddy")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building caddy: %w\n%s", err, stderr.String())
+	}
+	return nil
+}
+
+// sites are the listeners of one Caddy instance.
+type sites struct {
+	admin   string // Caddy's admin API (pprof, fhirgate admin API)
+	plain   string // reverse_proxy alone
+	gateway string // fhirgate + reverse_proxy; also the token endpoint
+	respond string // fhirgate + a fixed respond body
+}
+
+func newSites() (sites, error) {
+	var s sites
+	for _, p := range []*string{&s.admin, &s.plain, &s.gateway, &s.respond} {
+		port, err := freePort()
+		if err != nil {
+			return sites{}, err
+		}
+		*p = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	return s, nil
+}
+
+// caddyConfig is what a bench Caddyfile holds.
+type caddyConfig struct {
+	sites         sites
+	storageDir    string
+	backend       string // host:port of the FHIR stand-in
+	idp           string // host:port of the identity-provider stand-in
+	declaredUsers int    // users user0..user<n-1> declared in the Caddyfile
+	echoBotSource string // path of the echo bot, declared when set
+	respondBody   string // body of the respond site
+}
+
+// caddyfile renders the config. Access logs stay off (Caddy's default) so
+// logging does not dominate what is measured.
+func (c caddyConfig) caddyfile() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("{")
+	w("\tadmin %s", c.sites.admin)
+	w("\tauto_https off")
+	w("\tpersist_config off")
+	w("\tfhirgate {")
+	w("\t\tstorage_dir %s", c.storageDir)
+	w("\t\tissuer http://%s", c.sites.gateway)
+	w("\t\tproject %s {", benchProject)
+	w("\t\t\tname %s", benchProject)
+	w("\t\t\tclient %s {", benchClient)
+	w("\t\t\t\tuserinfo_url http://%s/userinfo", c.idp)
+	w("\t\t\t}")
+	for i := range c.declaredUsers {
+		w("\t\t\tuser %s {", userEmail(i))
+		w("\t\t\t\tprofile Practitioner/p%d", i)
+		w("\t\t\t}")
+	}
+	if c.echoBotSource != "" {
+		w("\t\t\tbot echo {")
+		w("\t\t\t\tidentifier %s|echo", botSystem)
+		w("\t\t\t\tsource %s", c.echoBotSource)
+		w("\t\t\t}")
+	}
+	w("\t\t}")
+	w("\t}")
+	w("}")
+	w("")
+	w("http://%s {", c.sites.plain)
+	w("\treverse_proxy %s", c.backend)
+	w("}")
+	w("")
+	w("http://%s {", c.sites.gateway)
+	w("\tfhirgate {")
+	w("\t\tfhir_base /fhir/R4")
+	w("\t}")
+	w("\treverse_proxy %s", c.backend)
+	w("}")
+	w("")
+	w("http://%s {", c.sites.respond)
+	w("\tfhirgate {")
+	w("\t\tfhir_base /fhir/R4")
+	w("\t}")
+	w("\theader Content-Type application/json")
+	w("\trespond `%s` 200", c.respondBody)
+	w("}")
+	return b.String()
+}
+
+// caddyProc is a running Caddy.
+type caddyProc struct {
+	cmd     *exec.Cmd
+	sites   sites
+	logPath string
+	done    chan struct{}
+}
+
+// startCaddy writes the Caddyfile into dir and runs `caddy run` there, with
+// HOME and the XDG directories inside dir, and waits until the admin API
+// and the plain proxy answer.
+func startCaddy(ctx context.Context, bin, dir string, cfg caddyConfig) (*caddyProc, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating caddy directory: %w", err)
+	}
+	conf := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(conf, []byte(cfg.caddyfile()), 0o600); err != nil {
+		return nil, fmt.Errorf("writing Caddyfile: %w", err)
+	}
+	logPath := filepath.Join(dir, "caddy.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating caddy log: %w", err)
+	}
+	cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Killed with us even if we are killed without a chance to clean up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting caddy: %w", err)
+	}
+	p := &caddyProc{cmd: cmd, sites: cfg.sites, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	if err := p.waitReady(ctx); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *caddyProc) pid() int { return p.cmd.Process.Pid }
+
+// waitReady polls until Caddy serves both its admin API and the plain site.
+func (p *caddyProc) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(90 * time.Second)
+	client := &http.Client{Timeout: 2 * time.Second}
+	urls := []string{"http://" + p.sites.admin + "/config/", "http://" + p.sites.plain + "/fhir/R4/Patient/1"}
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("caddy exited during startup:\n%s", p.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		ready := true
+		for _, u := range urls {
+			resp, err := client.Get(u)
+			if err != nil {
+				ready = false
+				break
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("caddy did not become ready in 90s:\n%s", p.logTail())
+}
+
+// stop asks Caddy to exit and kills it if it has not within 10 seconds.
+func (p *caddyProc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// logTail returns the end of Caddy's output for error messages.
+func (p *caddyProc) logTail() string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const max = 4000
+	if len(data) > max {
+		data = data[len(data)-max:]
+	}
+	return string(data)
+}
+
+// rssMiB reads the resident set size of pid from /proc.
+func rssMiB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading process status: %w", err)
+	}
+	return parseVmRSS(string(data))
+}
+
+// parseVmRSS extracts VmRSS (in kB) from /proc/<pid>/status, in MiB.
+func parseVmRSS(status string) (float64, error) {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("parsing VmRSS line %q", strings.TrimSpace(line))
+		}
+		kb, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing VmRSS line %q: %w", strings.TrimSpace(line), err)
+		}
+		return kb / 1024, nil
+	}
+	return 0, errors.New("no VmRSS line in process status")
+}
+
+// deployBot deploys code to a bot through fhirgate's admin API.
+func (p *caddyProc) deployBot(ctx context.Context, id, filename, code string) error {
+	body, _ := json.Marshal(map[string]string{"code": code, "filename": filename})
+	u := "http://" + p.sites.admin + "/fhirgate/Bot/" + id + "/$deploy"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("deploying bot %s: %w", id, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("deploying bot %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2000))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("deploying bot %s: HTTP %d: %s", id, resp.StatusCode, msg)
+	}
+	return nil
+}
+
+// cpuProfile fetches a CPU profile of Caddy from its admin API's pprof
+// endpoint, covering the next secs seconds, into path.
+func (p *caddyProc) cpuProfile(ctx context.Context, secs int, path string) error {
+	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.sites.admin, secs)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("profiling caddy: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling caddy: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profiling caddy: HTTP %d", resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("saving profile: %w", err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("saving profile: %w", err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+func TestHistogramQuantiles(t *testing.T) {
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		q       float64
+		want    time.Duration
+	}{
+		{"empty is zero", nil, 0.5, 0},
+		{"single sample is every quantile", []time.Duration{700 * time.Microsecond}, 0.99, 700 * time.Microsecond},
+		{"median of 1..100 ms", msRange(1, 100), 0.50, 50 * time.Millisecond},
+		{"p99 of 1..100 ms", msRange(1, 100), 0.99, 99 * time.Millisecond},
+		{"p100 is the max", msRange(1, 100), 1, 100 * time.Millisecond},
+		{"small values are exact", []time.Duration{1, 2, 3, 4}, 0.5, 2},
+		{"one slow outlier sets p99 of 100", append(repeat(time.Millisecond, 98), time.Second, time.Second), 0.99, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHistogram()
+			for _, s := range tt.samples {
+				h.record(s)
+			}
+			got := h.quantile(tt.q)
+			// Buckets are 1/128 wide relative to the value.
+			if diff := math.Abs(float64(got - tt.want)); diff > float64(tt.want)/128+1 {
+				t.Errorf("quantile(%v) = %v, want %v (±0.8%%)", tt.q, got, tt.want)
+			}
+		})
+	}
+}
+
+func msRange(from, to int) []time.Duration {
+	var out []time.Duration
+	for i := from; i <= to; i++ {
+		out = append(out, time.Duration(i)*time.Millisecond)
+	}
+	return out
+}
+
+func repeat(d time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+func TestHistogramMergeKeepsEverySample(t *testing.T) {
+	a, b := newHistogram(), newHistogram()
+	for _, d := range msRange(1, 50) {
+		a.record(d)
+	}
+	for _, d := range msRange(51, 100) {
+		b.record(d)
+	}
+	a.merge(b)
+	if a.count() != 100 || a.min != time.Millisecond || a.max != 100*time.Millisecond {
+		t.Fatalf("merged count %d min %v max %v", a.count(), a.min, a.max)
+	}
+	if got := a.mean(); got != 50500*time.Microsecond {
+		t.Errorf("mean = %v, want 50.5ms", got)
+	}
+}
+
+func TestBucketsCoverEveryValueOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		v    uint64
+	}{
+		{"zero", 0}, {"last exact", subBuckets - 1}, {"first log bucket", subBuckets},
+		{"power of two", 1 << 20}, {"just below a power of two", 1<<20 - 1},
+		{"an hour in ns", uint64(time.Hour)}, {"max int64", math.MaxInt64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := bucketOf(tt.v)
+			if i < 0 || i >= numBuckets {
+				t.Fatalf("bucket %d out of range", i)
+			}
+			lo, hi := bucketBounds(i)
+			if tt.v < lo || tt.v > hi {
+				t.Errorf("value %d in bucket %d = [%d, %d]", tt.v, i, lo, hi)
+			}
+			if i+1 < numBuckets {
+				if next, _ := bucketBounds(i + 1); next != hi+1 {
+					t.Errorf("bucket %d ends at %d but the next starts at %d", i, hi, next)
+				}
+			}
+		})
+	}
+}
+
+func TestTemplateRender(t *testing.T) {
+	tests := []struct {
+		name string
+		tmpl string
+		seq  uint64
+		want string
+		dyn  bool
+	}{
+		{"plain text", "subject_token=abc", 7, "subject_token=abc", false},
+		{"sequence", "bt.1.x-{seq}", 42, "bt.1.x-42", true},
+		{"modulus", "bt.{seqmod:64}.x", 130, "bt.2.x", true},
+		{"spread small store", "{spread:256:100}", 255, "99", true},
+		{"spread large store", "{spread:256:100000}", 1, "390", true},
+		{"spread wraps with the modulus", "{spread:10:10000}", 13, "3000", true},
+		{"unknown braces are literal", `{"a":{seq}}`, 5, `{"a":5}`, true},
+		{"unclosed brace", "a{seq", 1, "a{seq", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tm, err := parseTemplate(tt.tmpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tm.render(tt.seq); got != tt.want {
+				t.Errorf("render(%d) = %q, want %q", tt.seq, got, tt.want)
+			}
+			if tm.dynamic() != tt.dyn {
+				t.Errorf("dynamic = %v, want %v", tm.dynamic(), tt.dyn)
+			}
+		})
+	}
+}
+
+func TestTemplateRejectsBadPlaceholders(t *testing.T) {
+	for _, tmpl := range []string{"{seqmod:0}", "{seqmod:x}", "{spread:0:10}", "{spread:10}", "{spread:a:b}"} {
+		t.Run(tmpl, func(t *testing.T) {
+			if _, err := parseTemplate(tmpl); err == nil {
+				t.Errorf("parseTemplate(%q) succeeded", tmpl)
+			}
+		})
+	}
+}
+
+func TestParseLoadResult(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		wantErr string
+		want    loadResult
+	}{
+		{
+			name: "complete result",
+			out:  `{"concurrency":32,"requests":1000,"seconds":2,"throughput_per_s":500,"p50_ms":1.5,"p99_ms":9,"non_2xx":3,"transport_errors":1,"status":{"200":997,"500":3}}`,
+			want: loadResult{Concurrency: 32, Requests: 1000, Seconds: 2, Throughput: 500, P50Ms: 1.5, P99Ms: 9, Non2xx: 3, TransportErrors: 1},
+		},
+		{name: "not JSON", out: "panic: boom", wantErr: "parsing loadgen output"},
+		{name: "unknown field", out: `{"concurrency":1,"status":{},"rps":5}`, wantErr: "unknown field"},
+		{name: "empty object", out: `{}`, wantErr: "not a load result"},
+		{name: "two results", out: `{"concurrency":1,"status":{}} {"concurrency":1,"status":{}}`, wantErr: "trailing data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got loadResult
+			err := parseLoadResult([]byte(tt.out), &got)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Throughput != tt.want.Throughput || got.P99Ms != tt.want.P99Ms || got.errors() != 4 || got.Status["500"] != 3 {
+				t.Errorf("got %+v", got)
+			}
+		})
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	tests := []struct {
+		name          string
+		value         float64
+		op            string
+		target        float64
+		want          string
+		wantFormatted string
+	}{
+		{"ratio above target", 0.93, ">=", 0.90, verdictPass, "0.93 >= 0.90"},
+		{"ratio exactly at target", 0.90, ">=", 0.90, verdictPass, "0.90 >= 0.90"},
+		{"ratio below target", 0.58, ">=", 0.90, verdictFail, "0.58 >= 0.90"},
+		{"latency under limit", 0.2, "<=", 0.5, verdictPass, "0.20 <= 0.50"},
+		{"latency over limit", 0.7, "<=", 0.5, verdictFail, "0.70 <= 0.50"},
+		{"unknown operator", 1, "==", 1, verdictNA, "1.00 == 1.00"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCheck(tt.name, tt.value, tt.op, tt.target, "")
+			if c.Verdict != tt.want {
+				t.Errorf("verdict = %s, want %s", c.Verdict, tt.want)
+			}
+			if got := c.row()[5]; got != tt.wantFormatted {
+				t.Errorf("table cell = %q, want %q", got, tt.wantFormatted)
+			}
+		})
+	}
+}
+
+func TestRatio(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b float64
+		want float64
+	}{
+		{"gated over plain", 4500, 5000, 0.9},
+		{"nothing measured is zero, not a division by zero", 100, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ratio(tt.a, tt.b); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("ratio(%v, %v) = %v, want %v", tt.a, tt.b, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFailedRequestsCountOnlyRunsThatRan(t *testing.T) {
+	rep := &report{Scenarios: []*scenario{
+		{ID: 1, Measurements: []*measurement{{Load: &loadResult{Non2xx: 2}}, {Load: &loadResult{TransportErrors: 1}}}},
+		{ID: 3, Measurements: []*measurement{{Unavailable: "$execute answered HTTP 404"}}},
+		{ID: 4, Measurements: []*measurement{{Value: 170, Unit: "MB/s"}}},
+	}}
+	if got := rep.failedRequests(); got != 3 {
+		t.Errorf("failedRequests = %d, want 3", got)
+	}
+	if code := exitCode(rep, nil); code != 1 {
+		t.Errorf("exit code with failed requests = %d, want 1", code)
+	}
+	missed := &report{Scenarios: []*scenario{{ID: 1, Checks: []*check{newCheck("ratio", 0.5, ">=", 0.9, "")}}}}
+	if code := exitCode(missed, nil); code != 0 {
+		t.Errorf("exit code for a missed target = %d, want 0", code)
+	}
+}
+
+func TestExecuteUnavailable(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   string // substring; "" means available
+	}{
+		{"echo", 200, `{"b":2,"a":1}`, ""},
+		{"echo with other spacing", 200, "{ \"a\": 1, \"b\": 2 }", ""},
+		{"not implemented yet", 404, `{"resourceType":"OperationOutcome"}`, "HTTP 404"},
+		{"unauthorized", 401, "", "HTTP 401"},
+		{"wrong answer", 200, `{"a":1}`, "not the echo"},
+		{"not JSON", 200, "hello", "not JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := executeUnavailable(tt.status, tt.body, `{"a":1,"b":2}`)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("executeUnavailable = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParsers(t *testing.T) {
+	t.Run("VmRSS", func(t *testing.T) {
+		got, err := parseVmRSS("Name:\tcaddy\nVmPeak:\t 900000 kB\nVmRSS:\t   71680 kB\nRssAnon:\t 1 kB\n")
+		if err != nil || got != 70 {
+			t.Errorf("parseVmRSS = %v, %v; want 70 MiB", got, err)
+		}
+		if _, err := parseVmRSS("Name:\tzombie\n"); err == nil {
+			t.Error("parseVmRSS without VmRSS succeeded")
+		}
+	})
+	t.Run("CPU model", func(t *testing.T) {
+		in := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n"
+		if got := parseCPUModel(strings.NewReader(in)); got != "AMD EPYC 7B13" {
+			t.Errorf("parseCPUModel = %q", got)
+		}
+	})
+	t.Run("subject tokens", func(t *testing.T) {
+		tests := []struct {
+			tok  string
+			user int
+			ok   bool
+		}{
+			{subjectToken(42, "run-1"), 42, true},
+			{"bt.7.x-3", 7, true},
+			{"bt.-1.x", 0, false},
+			{"bt.7", 0, false},
+			{"demo-token", 0, false},
+		}
+		for _, tt := range tests {
+			if n, ok := userFromToken(tt.tok); n != tt.user || ok != tt.ok {
+				t.Errorf("userFromToken(%q) = %d, %v; want %d, %v", tt.tok, n, ok, tt.user, tt.ok)
+			}
+		}
+	})
+	t.Run("only", func(t *testing.T) {
+		if ids, err := parseOnly("1, 3,6"); err != nil || len(ids) != 3 || ids[1] != 3 {
+			t.Errorf("parseOnly = %v, %v", ids, err)
+		}
+		if _, err := parseOnly("7"); err == nil {
+			t.Error("parseOnly accepted scenario 7")
+		}
+	})
+}
+
+func TestMarkdownTableAligns(t *testing.T) {
+	got := markdownTable([][]string{{"scenario", "value"}, {"a", "1/s"}, {"→ long name", "12345/s"}})
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("table has %d lines:\n%s", len(lines), got)
+	}
+	for _, l := range lines {
+		if n := len([]rune(l)); n != len([]rune(lines[0])) {
+			t.Errorf("line %q has width %d, header %d", l, n, len([]rune(lines[0])))
+		}
+	}
+	if !strings.Contains(lines[1], "---: |") {
+		t.Errorf("numeric column is not right-aligned: %q", lines[1])
+	}
+}
+
+// TestLoadgenCountsFailures drives a real loopback server that fails every
+// third request.
+func TestLoadgenCountsFailures(t *testing.T) {
+	var n int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++ // one connection, so one goroutine at a time
+		if n%3 == 0 {
+			http.Error(w, `{"error":"server_error"}`, http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	res, err := runLoad(context.Background(), loadSpec{
+		Requests:    []requestSpec{{URL: srv.URL + "/x?n={seq}"}},
+		Concurrency: 1, MaxRequests: 30,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 30 || res.Non2xx != 10 || res.TransportErrors != 0 || res.Status["500"] != 10 {
+		t.Errorf("got %d requests, %d non-2xx, %d transport errors, status %v", res.Requests, res.Non2xx, res.TransportErrors, res.Status)
+	}
+	if len(res.ErrorSamples) == 0 || !strings.Contains(res.ErrorSamples[0], "HTTP 500") {
+		t.Errorf("error samples %q", res.ErrorSamples)
+	}
+}
+
+// TestSeedStoreIsReadableThroughIndexes seeds a real Badger store through
+// the batching KV and reads it back the way the gateway does.
+func TestSeedStoreIsReadableThroughIndexes(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := seedStore(ctx, dir, 300, 20); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := store.New(db, store.Options{})
+	for _, i := range []int{0, 150, 299} {
+		u, err := st.UserByEmail(ctx, userEmail(i))
+		if err != nil {
+			t.Fatalf("user %d: %v", i, err)
+		}
+		ms, err := st.MembershipsByProjectUser(ctx, benchProject, u.ID)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("memberships of user %d: %v, %v", i, ms, err)
+		}
+	}
+	for _, i := range []int{0, 19} {
+		b, err := st.BotByIdentifier(ctx, benchProject, botSystem, botValue(i))
+		if err != nil || b.ID != botID(i) {
+			t.Fatalf("bot %d: %v, %v", i, b, err)
+		}
+	}
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// mainInstance is the Caddy that scenarios 1, 2, 3 and 5 run against,
+// with its access token and what the $execute probe found.
+type mainInstance struct {
+	p           *caddyProc
+	token       string
+	idleRSS     float64
+	execute     requestSpec
+	executeNote string // why $execute is unavailable, "" when it works
+}
+
+// setupMain starts the main instance, reads its idle RSS, gets an access
+// token and probes $execute.
+func (h *harness) setupMain(ctx context.Context) (*mainInstance, error) {
+	p, err := h.startInstance(ctx, "main", 0, 0, declaredUsers, true)
+	if err != nil {
+		return nil, err
+	}
+	m := &mainInstance{p: p}
+	// Let startup garbage settle before reading the idle footprint.
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		p.stop()
+		return nil, ctx.Err()
+	}
+	if m.idleRSS, err = rssMiB(p.pid()); err != nil {
+		p.stop()
+		return nil, err
+	}
+	if m.token, err = exchange(ctx, p.sites.gateway, h.userToken(0, "setup")); err != nil {
+		p.stop()
+		return nil, err
+	}
+	m.execute = jsonPOST(executeURL(p.sites.gateway, "echo"), m.token, echoInput)
+	if m.executeNote, err = probeExecute(ctx, m.execute); err != nil {
+		p.stop()
+		return nil, err
+	}
+	if m.executeNote != "" {
+		h.logf("bot scenarios unavailable: %s", m.executeNote)
+	}
+	return m, nil
+}
+
+// proxyScenario is scenario 1: the same GET through reverse_proxy alone and
+// through fhirgate + reverse_proxy with a valid bearer token.
+func (h *harness) proxyScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
+	s := &scenario{ID: 1, Title: "authenticated proxy vs plain proxy (GET /fhir/R4/Patient/1)"}
+	c, lc := h.set.Concurrency, h.set.LatencyConcurrency
+	runs := []struct {
+		name, profile string
+		conc          int
+		req           requestSpec
+	}{
+		{fmt.Sprintf("plain reverse_proxy, c=%d", c), "1-plain", c, patientGET(m.p.sites.plain, "")},
+		{fmt.Sprintf("fhirgate + reverse_proxy, c=%d", c), "1-gated", c, patientGET(m.p.sites.gateway, m.token)},
+		{fmt.Sprintf("plain reverse_proxy, c=%d", lc), "1-plain-latency", lc, patientGET(m.p.sites.plain, "")},
+		{fmt.Sprintf("fhirgate + reverse_proxy, c=%d", lc), "1-gated-latency", lc, patientGET(m.p.sites.gateway, m.token)},
+	}
+	res := make([]*loadResult, len(runs))
+	for i, r := range runs {
+		l, err := h.load(ctx, m.p, r.profile, h.spec(r.conc, r.req))
+		if err != nil {
+			return s, err
+		}
+		res[i] = l
+		s.Measurements = append(s.Measurements, &measurement{Name: r.name, Load: l})
+	}
+	s.Checks = append(s.Checks,
+		newCheck(fmt.Sprintf("throughput ratio gated/plain, c=%d", c), ratio(res[1].Throughput, res[0].Throughput), ">=", 0.90, ""),
+		newCheck(fmt.Sprintf("added p99, c=%d", lc), res[3].P99Ms-res[2].P99Ms, "<=", 0.5, "ms"),
+	)
+	added := newCheck(fmt.Sprintf("added p99, c=%d", c), res[1].P99Ms-res[0].P99Ms, "<=", 0.5, "ms")
+	added.Verdict, added.Note = verdictNA, "information: at saturation p99 is queueing, i.e. the throughput ratio again"
+	s.Checks = append(s.Checks, added)
+	return s, nil
+}
+
+// exchangeScenario is scenario 2: token exchanges with the userinfo cache
+// warm (one subject token) and useless (a new token every request).
+func (h *harness) exchangeScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
+	s := &scenario{ID: 2, Title: "token exchange (POST /oauth2/token, RFC 8693)"}
+	c := h.set.Concurrency
+	cached, err := h.load(ctx, m.p, "2-exchange-cached", h.spec(c, exchangePOST(m.p.sites.gateway, h.userToken(1, "cached"))))
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("exchange, userinfo cached, c=%d", c), Load: cached})
+	uncached, err := h.load(ctx, m.p, "2-exchange-uncached", h.spec(c, exchangePOST(m.p.sites.gateway, h.distinctTokens(declaredUsers, "uncached"))))
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{
+		Name: fmt.Sprintf("exchange, every token distinct (%d users), c=%d", declaredUsers, c), Load: uncached,
+	})
+	s.Checks = append(s.Checks,
+		newCheck("cached exchanges/s", cached.Throughput, ">=", 2000, "/s"),
+		newCheck("uncached exchanges/s", uncached.Throughput, ">=", 1000, "/s"),
+	)
+	return s, nil
+}
+
+// botScenario is scenario 3: $execute of the echo bot vs an authenticated
+// respond of the same size.
+func (h *harness) botScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
+	s := &scenario{ID: 3, Title: "bot execution (POST /fhir/R4/Bot/$execute?identifier=, JSON echo)"}
+	c := h.set.Concurrency
+	base, err := h.load(ctx, m.p, "3-respond", h.spec(c, jsonPOST("http://"+m.p.sites.respond+"/fhir/R4/Basic/echo", m.token, echoInput)))
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("fhirgate + respond (%d B), c=%d", len(echoInput), c), Load: base})
+	const name = "execution ratio bot/respond"
+	if m.executeNote != "" {
+		s.Measurements = append(s.Measurements, &measurement{Name: "echo bot $execute", Unavailable: m.executeNote})
+		s.Checks = append(s.Checks, unavailableCheck(name, ">=", 0.50, "", "bot not measured"))
+		return s, nil
+	}
+	bot, err := h.load(ctx, m.p, "3-execute", h.spec(c, m.execute))
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("echo bot $execute, c=%d", c), Load: bot})
+	s.Checks = append(s.Checks, newCheck(name, ratio(bot.Throughput, base.Throughput), ">=", 0.50, ""))
+	return s, nil
+}
+
+// mixedRequests is the memory scenario's mix: gated reads, cached and
+// uncached exchanges, authenticated responds and (when it exists) bot runs.
+func (h *harness) mixedRequests(m *mainInstance, purpose string) []requestSpec {
+	reqs := []requestSpec{
+		patientGET(m.p.sites.gateway, m.token),
+		exchangePOST(m.p.sites.gateway, h.userToken(2, purpose)),
+		patientGET(m.p.sites.gateway, m.token),
+		exchangePOST(m.p.sites.gateway, h.distinctTokens(declaredUsers, purpose)),
+		jsonPOST("http://"+m.p.sites.respond+"/fhir/R4/Basic/echo", m.token, echoInput),
+	}
+	if m.executeNote == "" {
+		reqs = append(reqs, m.execute)
+	}
+	return reqs
+}
+
+// memoryScenario is scenario 5: RSS idle, after the mixed requests, and its
+// growth over a soak under the same mix.
+func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
+	s := &scenario{ID: 5, Title: "memory (VmRSS of the caddy process)"}
+	s.Measurements = append(s.Measurements, &measurement{Name: "RSS idle after start", Value: m.idleRSS, Unit: "MiB"})
+	s.Checks = append(s.Checks, newCheck("RSS idle", m.idleRSS, "<=", 80, "MiB"))
+
+	n := h.set.MixedRequests
+	mixSpec := loadSpec{Requests: h.mixedRequests(m, "mixed"), Concurrency: h.set.Concurrency, MaxRequests: n, Duration: duration(10 * time.Minute)}
+	mixed, err := h.load(ctx, m.p, "5-mixed", mixSpec)
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{
+		Name: fmt.Sprintf("%d mixed requests (%d kinds), c=%d", n, len(mixSpec.Requests), h.set.Concurrency), Load: mixed,
+	})
+	after, err := rssMiB(m.p.pid())
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("RSS after %d mixed requests", n), Value: after, Unit: "MiB"})
+	afterCheck := newCheck(fmt.Sprintf("RSS after %d mixed requests", n), after, "<=", 200, "MiB")
+	if n < 100_000 {
+		afterCheck.Note = "short mode: target is defined after 100000"
+	}
+	s.Checks = append(s.Checks, afterCheck)
+
+	soak := time.Duration(h.set.Soak)
+	samples, soakLoad, err := h.soak(ctx, m, soak)
+	if err != nil {
+		return s, err
+	}
+	first, last, peak := samples[0].RSS, samples[len(samples)-1].RSS, 0.0
+	for _, x := range samples {
+		peak = max(peak, x.RSS)
+	}
+	growth := (last - first) / first * 100
+	s.Measurements = append(s.Measurements,
+		&measurement{Name: fmt.Sprintf("soak %s under the mix, c=%d", soak, h.set.Concurrency), Load: soakLoad},
+		&measurement{
+			Name: "RSS at soak end", Value: last, Unit: "MiB",
+			Extra: map[string]any{"start_mib": first, "peak_mib": peak, "samples": samples},
+		},
+	)
+	growthCheck := newCheck(fmt.Sprintf("RSS growth over the %s soak", soak), growth, "<=", 10, "%")
+	if soak < fullSoak {
+		growthCheck.Note = "short soak, not the 5-minute target"
+	}
+	s.Checks = append(s.Checks, growthCheck)
+	return s, nil
+}
+
+// rssSample is one RSS reading during the soak.
+type rssSample struct {
+	Seconds float64 `json:"t"`
+	RSS     float64 `json:"rss_mib"`
+}
+
+// soak runs the mix for d while sampling Caddy's RSS.
+func (h *harness) soak(ctx context.Context, m *mainInstance, d time.Duration) ([]rssSample, *loadResult, error) {
+	every := max(d/60, 250*time.Millisecond)
+	start := time.Now()
+	first, err := rssMiB(m.p.pid())
+	if err != nil {
+		return nil, nil, err
+	}
+	samples := []rssSample{{0, first}}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if v, err := rssMiB(m.p.pid()); err == nil {
+					samples = append(samples, rssSample{time.Since(start).Seconds(), v})
+				}
+			}
+		}
+	}()
+	spec := loadSpec{Requests: h.mixedRequests(m, "soak"), Concurrency: h.set.Concurrency, Duration: duration(d)}
+	res, err := h.load(ctx, m.p, "5-soak", spec)
+	close(stop)
+	<-done
+	if err != nil {
+		return nil, nil, err
+	}
+	if v, err := rssMiB(m.p.pid()); err == nil {
+		samples = append(samples, rssSample{time.Since(start).Seconds(), v})
+	}
+	return samples, res, nil
+}
+
+// growthScenario is scenario 6: the same exchanges and the same bot runs
+// against a small and a large store; per-request cost is 1/throughput.
+// Both instances run side by side (only one is loaded at a time) and are
+// measured in the order small, large, large, small, so a drift of the
+// machine during the scenario weighs on both sizes alike.
+func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
+	s := &scenario{ID: 6, Title: "growth (per-request cost, small vs large store)"}
+	c := h.set.Concurrency
+	users, bots := h.set.GrowthUsers, h.set.GrowthBots
+	var procs [2]*caddyProc
+	var tokens [2]string
+	for i := range 2 {
+		name := "growth-" + strconv.Itoa(users[i]) + "u-" + strconv.Itoa(bots[i]) + "b"
+		p, err := h.startInstance(ctx, name, users[i], bots[i], 0, false)
+		if err != nil {
+			return s, err
+		}
+		defer p.stop()
+		procs[i] = p
+		if tokens[i], err = exchange(ctx, p.sites.gateway, h.userToken(0, name+"-setup")); err != nil {
+			return s, err
+		}
+	}
+	order := []int{0, 1, 1, 0}
+
+	var exch [2]float64
+	for k, i := range order {
+		subject := subjectTokenPrefix + "{spread:" + strconv.Itoa(growthTokens) + ":" + strconv.Itoa(users[i]) + "}." +
+			h.tokenTail(fmt.Sprintf("growth-%d", i)) + "-{seqmod:" + strconv.Itoa(growthTokens) + "}"
+		l, err := h.load(ctx, procs[i], fmt.Sprintf("6-exchange-%d-users-%d", users[i], k), h.spec(c, exchangePOST(procs[i].sites.gateway, subject)))
+		if err != nil {
+			return s, err
+		}
+		exch[i] += l.Throughput / 2
+		s.Measurements = append(s.Measurements, &measurement{
+			Name: fmt.Sprintf("exchange by email, %d users (%d tokens), c=%d, run %d", users[i], growthTokens, c, k/2+1), Load: l,
+		})
+	}
+	s.Checks = append(s.Checks, newCheck(
+		fmt.Sprintf("exchange cost %d/%d users", users[1], users[0]), ratio(exch[0], exch[1]), "<=", 1.20, ""))
+
+	botName := fmt.Sprintf("$execute cost %d/%d bots", bots[1], bots[0])
+	var reqs [2]requestSpec
+	for i, p := range procs {
+		deployed := make([]int, growthDeployed)
+		for j := range deployed {
+			deployed[j] = j * bots[i] / growthDeployed
+			if err := p.deployBot(ctx, botID(deployed[j]), "echo.js", echoBotCode); err != nil {
+				return s, err
+			}
+		}
+		probe := jsonPOST(executeURL(p.sites.gateway, botValue(deployed[0])), tokens[i], echoInput)
+		why, err := probeExecute(ctx, probe)
+		if err != nil {
+			return s, err
+		}
+		if why != "" {
+			s.Measurements = append(s.Measurements, &measurement{Name: "$execute by identifier", Unavailable: why})
+			s.Checks = append(s.Checks, unavailableCheck(botName, "<=", 1.20, "", "bot not measured"))
+			return s, nil
+		}
+		value := "bot{spread:" + strconv.Itoa(growthDeployed) + ":" + strconv.Itoa(bots[i]) + "}"
+		reqs[i] = jsonPOST(executeURL(p.sites.gateway, value), tokens[i], echoInput)
+	}
+	var exec [2]float64
+	for k, i := range order {
+		l, err := h.load(ctx, procs[i], fmt.Sprintf("6-execute-%d-bots-%d", bots[i], k), h.spec(c, reqs[i]))
+		if err != nil {
+			return s, err
+		}
+		exec[i] += l.Throughput / 2
+		s.Measurements = append(s.Measurements, &measurement{
+			Name: fmt.Sprintf("$execute by identifier, %d bots (%d with code), c=%d, run %d", bots[i], growthDeployed, c, k/2+1), Load: l,
+		})
+	}
+	s.Checks = append(s.Checks, newCheck(botName, ratio(exec[0], exec[1]), "<=", 1.20, ""))
+	return s, nil
+}
