@@ -156,11 +156,7 @@ func (x *execution) callHandler() (goja.Value, error) {
 		return nil, errors.New("bot does not export a handler function")
 	}
 
-	medplum, err := x.medplumArg()
-	if err != nil {
-		return nil, err
-	}
-	v, err := handler(goja.Undefined(), medplum, event)
+	v, err := handler(goja.Undefined(), x.medplumArg(), event)
 	if err != nil {
 		return nil, err
 	}
@@ -240,15 +236,7 @@ func (x *execution) errorResult(err error) *Result {
 	var rej *rejection
 	switch {
 	case errors.As(err, &ie):
-		switch ie.Value() {
-		case stopTimeout:
-			return x.failure(OutcomeTimeout, x.timeoutMessage())
-		case stopDeadline:
-			return x.failure(OutcomeTimeout, deadlineMessage)
-		case stopCancelled:
-			return x.failure(OutcomeError, cancelledMessage)
-		}
-		return x.failure(OutcomeError, "bot execution interrupted")
+		return x.interrupted(ie.Value())
 	case errors.As(err, &so):
 		x.console.write("[error] ", "Unhandled error: RangeError: Maximum call stack size exceeded")
 		return x.failure(OutcomeError, "Maximum call stack size exceeded")
@@ -267,8 +255,17 @@ const (
 	cancelledMessage = "bot execution cancelled: the request was cancelled"
 )
 
-func (x *execution) timeoutMessage() string {
-	return "bot execution timed out after " + x.timeout.String()
+// interrupted is the Result of a run stopped for reason (an interruptReason).
+func (x *execution) interrupted(reason any) *Result {
+	switch reason {
+	case stopTimeout:
+		return x.failure(OutcomeTimeout, "bot execution timed out after "+x.timeout.String())
+	case stopDeadline:
+		return x.failure(OutcomeTimeout, deadlineMessage)
+	case stopCancelled:
+		return x.failure(OutcomeError, cancelledMessage)
+	}
+	return x.failure(OutcomeError, "bot execution interrupted")
 }
 
 // errorString is Medplum's normalizeErrorString of a thrown value, from the sandbox's own
@@ -308,14 +305,8 @@ func (x *execution) abandoned() *Result {
 	x.mu.Lock()
 	reason := x.stopped
 	x.mu.Unlock()
-	o, msg := OutcomeTimeout, x.timeoutMessage()
-	switch reason {
-	case stopDeadline:
-		msg = deadlineMessage
-	case stopCancelled:
-		o, msg = OutcomeError, cancelledMessage
-	}
-	res := &Result{Outcome: o, Message: msg, Duration: time.Since(x.start)}
+	res := x.interrupted(reason)
+	res.Duration = time.Since(x.start)
 	res.Console, res.ConsoleTruncated = x.console.String()
 	return finish(res)
 }

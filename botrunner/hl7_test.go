@@ -103,3 +103,21 @@ func TestConsoleShowsHL7MessagesAsText(t *testing.T) {
 		t.Errorf("%v %q", res.Outcome, res.Console)
 	}
 }
+
+func TestParseInputToleratesHL7Framing(t *testing.T) {
+	want := "MSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\rPID|1"
+	for name, body := range map[string]string{
+		"CR":   "MSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\rPID|1\r",
+		"LF":   "MSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\nPID|1\n",
+		"CRLF": "MSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\r\nPID|1\r\n",
+		"MLLP": "\x0bMSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\rPID|1\r\x1c\r",
+		"BOM":  "\ufeffMSH|^~\\&|A|B|C|D|20240101||ADT^A01|1|P|2.5\rPID|1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := mustInput(t, MediaHL7+"; charset=utf-8", body)
+			if in.Kind != InputHL7 || in.HL7.String() != want {
+				t.Errorf("got %v %q", in.Kind, in.HL7.String())
+			}
+		})
+	}
+}

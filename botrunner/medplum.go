@@ -32,8 +32,8 @@ type MedplumClient interface {
 // medplumArg builds the handler's first argument. The client is made on first use: the argument
 // is a dynamic object that builds the real client when a property is read, so bots that never
 // call the backend do not pay for twenty-odd closures per run.
-func (x *execution) medplumArg() (goja.Value, error) {
-	return x.rt.NewDynamicObject(&lazyClient{x: x}), nil
+func (x *execution) medplumArg() goja.Value {
+	return x.rt.NewDynamicObject(&lazyClient{x: x})
 }
 
 // lazyClient forwards property access to the client, built by its first use.

@@ -63,7 +63,11 @@ func (x *execution) mapResult(v goja.Value) *Result {
 		if isUncatchable(err) {
 			return x.errorResult(err)
 		}
-		return x.failure(OutcomeError, "bot result cannot be serialized as JSON: "+x.errorString(exceptionValue(err)))
+		msg := err.Error()
+		if ex, ok := err.(*goja.Exception); ok {
+			msg = x.errorString(ex.Value())
+		}
+		return x.failure(OutcomeError, "bot result cannot be serialized as JSON: "+msg)
 	}
 	if s == "" {
 		return x.failure(OutcomeError, fmt.Sprintf("bot returned a %s, which cannot be serialized as JSON", typeOf(v)))
@@ -71,11 +75,17 @@ func (x *execution) mapResult(v goja.Value) *Result {
 	return x.success([]byte(s), ct)
 }
 
-// stringify is the original JSON.stringify; "" means the value has no JSON form.
+// stringify calls JSON.stringify; "" means the value has no JSON form. JSON.stringify is looked up
+// on first use, not before the bot runs, since most runs never need it: a bot that replaces it
+// changes only its own answer.
 func (x *execution) stringify(v goja.Value) (string, error) {
 	if x.jsonStringify == nil {
-		var ok bool
-		if x.jsonStringify, ok = goja.AssertFunction(x.rt.Get("JSON").ToObject(x.rt).Get("stringify")); !ok {
+		if ex := x.rt.Try(func() {
+			x.jsonStringify, _ = goja.AssertFunction(x.rt.Get("JSON").ToObject(x.rt).Get("stringify"))
+		}); ex != nil {
+			return "", ex
+		}
+		if x.jsonStringify == nil {
 			return "", errors.New("JSON.stringify is not a function")
 		}
 	}
@@ -103,13 +113,6 @@ func finish(res *Result) *Result {
 		res.ContentType = ContentTypeFHIR
 	}
 	return res
-}
-
-func exceptionValue(err error) goja.Value {
-	if ex, ok := err.(*goja.Exception); ok {
-		return ex.Value()
-	}
-	return goja.Undefined()
 }
 
 // typeOf names the only values, besides undefined, that JSON.stringify cannot express.

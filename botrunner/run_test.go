@@ -68,6 +68,7 @@ func TestRunMapsEachResultKind(t *testing.T) {
 		{"function", `() => 1`, OutcomeError, "", "", "bot returned a function, which cannot be serialized as JSON"},
 		{"symbol", `Symbol('s')`, OutcomeError, "", "", "bot returned a symbol, which cannot be serialized as JSON"},
 		{"toJSON throws", `{ toJSON() { throw new Error('nope') } }`, OutcomeError, "", "", "bot result cannot be serialized as JSON: nope"},
+		{"JSON replaced", `(() => { (globalThis as any).JSON = null; return { a: 1 } })()`, OutcomeError, "", "", "bot result cannot be serialized as JSON: "},
 		{"resourceType getter throws", `{ get resourceType() { throw new Error('getter') } }`, OutcomeError, "", "", "getter"},
 	}
 	r := New(Options{})
