@@ -51,6 +51,9 @@ func (h *harness) logf(format string, args ...any) {
 // <profileDir>/<profile>.pprof.
 func (h *harness) load(ctx context.Context, p *caddyProc, profile string, spec loadSpec) (*loadResult, error) {
 	h.specs++
+	if p != nil {
+		spec.ServerPID = p.pid()
+	}
 	specPath := filepath.Join(h.tmp, "specs", fmt.Sprintf("%02d-%s.json", h.specs, profile))
 	if err := os.MkdirAll(filepath.Dir(specPath), 0o700); err != nil {
 		return nil, fmt.Errorf("writing load spec: %w", err)
@@ -97,7 +100,8 @@ func (h *harness) load(ctx context.Context, p *caddyProc, profile string, spec l
 	if err := parseLoadResult(out, &res); err != nil {
 		return nil, err
 	}
-	h.logf("  %-28s %8.0f/s  p50 %.2fms  p99 %.2fms  errors %d", profile, res.Throughput, res.P50Ms, res.P99Ms, res.errors())
+	h.logf("  %-28s %8.0f/s  p50 %.2fms  p99 %.2fms  caddy CPU %.0fµs/req  errors %d",
+		profile, res.Throughput, res.P50Ms, res.P99Ms, res.ServerCPUPerRequestUs, res.errors())
 	for _, s := range res.ErrorSamples {
 		h.logf("    error sample: %s", oneLine(s, 200))
 	}

@@ -34,6 +34,10 @@ type loadSpec struct {
 	MaxRequests uint64 `json:"max_requests,omitempty"`
 	// Timeout bounds one request. Default 30s.
 	Timeout duration `json:"timeout,omitempty"`
+	// ServerPID, when set, is the server process whose CPU time over the
+	// measured window is reported: CPU per request is steadier than
+	// throughput on a machine other work shares.
+	ServerPID int `json:"server_pid,omitempty"`
 }
 
 // requestSpec is one request; URL and Body may hold {seq} placeholders
@@ -62,7 +66,11 @@ type loadResult struct {
 	TransportErrors uint64            `json:"transport_errors"`
 	Status          map[string]uint64 `json:"status"`
 	MeanBodyBytes   float64           `json:"mean_body_bytes"`
-	ErrorSamples    []string          `json:"error_samples,omitempty"`
+	// ServerCPUSeconds is the server's user+system CPU time over the
+	// measured window; ServerCPUPerRequestUs the same per request.
+	ServerCPUSeconds      float64  `json:"server_cpu_seconds,omitempty"`
+	ServerCPUPerRequestUs float64  `json:"server_cpu_per_request_us,omitempty"`
+	ErrorSamples          []string `json:"error_samples,omitempty"`
 }
 
 // errors returns all failed requests.
@@ -229,6 +237,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 		bytes uint64
 		last  time.Time
 	}
+	cpu := newCPUWindow(spec.ServerPID, run.measureAt, run.endAt)
 	outs := make([]workerOut, spec.Concurrency)
 	var wg sync.WaitGroup
 	for w := range spec.Concurrency {
@@ -243,6 +252,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 	if err := ctx.Err(); err != nil {
 		return loadResult{}, fmt.Errorf("load run interrupted: %w", err)
 	}
+	cpuSecs, cpuErr := cpu.finish()
 
 	total := newHistogram()
 	var bytes uint64
@@ -280,6 +290,15 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 	}
 	if res.Requests > 0 {
 		res.MeanBodyBytes = float64(bytes) / float64(res.Requests)
+	}
+	if spec.ServerPID != 0 {
+		if cpuErr != nil {
+			return loadResult{}, cpuErr
+		}
+		res.ServerCPUSeconds = cpuSecs
+		if res.Requests > 0 {
+			res.ServerCPUPerRequestUs = cpuSecs / float64(res.Requests) * 1e6
+		}
 	}
 	for code, n := range run.statusSeen {
 		res.Status[strconv.Itoa(code)] = n

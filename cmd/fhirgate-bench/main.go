@@ -154,7 +154,10 @@ func writeJSON(path string, rep *report) error {
 func bench(ctx context.Context, set settings, mode string, want []int, profileDir string, keep bool) (*report, error) {
 	started := time.Now()
 	rep := &report{Machine: describeMachine(), Mode: mode, Settings: set, Started: started.UTC().Format(time.RFC3339)}
-	defer func() { rep.Seconds = time.Since(started).Seconds() }()
+	defer func() {
+		rep.Seconds = time.Since(started).Seconds()
+		rep.Machine.LoadAvgEnd = loadAvg()
+	}()
 	selected := func(id int) bool { return want == nil || slices.Contains(want, id) }
 
 	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, log: os.Stderr}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -205,7 +206,7 @@ func TestVerdicts(t *testing.T) {
 			if c.Verdict != tt.want {
 				t.Errorf("verdict = %s, want %s", c.Verdict, tt.want)
 			}
-			if got := c.row()[5]; got != tt.wantFormatted {
+			if got := c.row()[6]; got != tt.wantFormatted {
 				t.Errorf("table cell = %q, want %q", got, tt.wantFormatted)
 			}
 		})
@@ -306,6 +307,17 @@ func TestParsers(t *testing.T) {
 			}
 		}
 	})
+	t.Run("process CPU", func(t *testing.T) {
+		// Field 2 may contain spaces and parentheses.
+		stat := "4242 (caddy (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 0 0"
+		got, err := parseStatCPU(stat)
+		if err != nil || got != 3*time.Second {
+			t.Errorf("parseStatCPU = %v, %v; want 3s", got, err)
+		}
+		if _, err := parseStatCPU("4242 (caddy) S 1"); err == nil {
+			t.Error("parseStatCPU of a short line succeeded")
+		}
+	})
 	t.Run("only", func(t *testing.T) {
 		if ids, err := parseOnly("1, 3,6"); err != nil || len(ids) != 3 || ids[1] != 3 {
 			t.Errorf("parseOnly = %v, %v", ids, err)
@@ -347,7 +359,7 @@ func TestLoadgenCountsFailures(t *testing.T) {
 	defer srv.Close()
 	res, err := runLoad(context.Background(), loadSpec{
 		Requests:    []requestSpec{{URL: srv.URL + "/x?n={seq}"}},
-		Concurrency: 1, MaxRequests: 30,
+		Concurrency: 1, MaxRequests: 30, ServerPID: os.Getpid(),
 	})
 	if err != nil {
 		t.Fatal(err)

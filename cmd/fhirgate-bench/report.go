@@ -31,6 +31,11 @@ type machine struct {
 	GoVersion string `json:"go_version"`
 	OS        string `json:"os"`
 	Node      string `json:"node,omitempty"`
+	// LoadAvg is /proc/loadavg at the start and the end of the run: other
+	// work on the machine shows here, and in throughput but much less in
+	// Caddy's CPU per request.
+	LoadAvgStart string `json:"loadavg_start,omitempty"`
+	LoadAvgEnd   string `json:"loadavg_end,omitempty"`
 }
 
 // scenario is one numbered scenario of issue 6.
@@ -138,13 +143,14 @@ func (r *report) writeTable(w io.Writer) error {
 	if r.Machine.Node != "" {
 		fmt.Fprintf(w, ", node %s", r.Machine.Node)
 	}
-	fmt.Fprintf(w, "\nconcurrency %d; each load run measures %s after %s of warmup; total %.0fs\n\n",
-		r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), r.Seconds)
-	rows := [][]string{{"scenario", "throughput", "p50", "p99", "errors", "ratio / target", "result"}}
+	fmt.Fprintf(w, "\nconcurrency %d; each load run measures %s after %s of warmup; total %.0fs; load average %s at start, %s at end\n\n",
+		r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), r.Seconds,
+		r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	rows := [][]string{{"scenario", "throughput", "p50", "p99", "caddy CPU/req", "errors", "ratio / target", "result"}}
 	for _, s := range r.Scenarios {
-		rows = append(rows, []string{fmt.Sprintf("**%d. %s**", s.ID, s.Title), "", "", "", "", "", ""})
+		rows = append(rows, []string{fmt.Sprintf("**%d. %s**", s.ID, s.Title), "", "", "", "", "", "", ""})
 		if s.Error != "" {
-			rows = append(rows, []string{"error: " + oneLine(s.Error, 100), "", "", "", "", "", ""})
+			rows = append(rows, []string{"error: " + oneLine(s.Error, 100), "", "", "", "", "", "", ""})
 		}
 		for _, m := range s.Measurements {
 			rows = append(rows, m.row())
@@ -201,13 +207,17 @@ func markdownTable(rows [][]string) string {
 func (m *measurement) row() []string {
 	switch {
 	case m.Unavailable != "":
-		return []string{m.Name, "unavailable", "", "", "", oneLine(m.Unavailable, 60), ""}
+		return []string{m.Name, "unavailable", "", "", "", "", oneLine(m.Unavailable, 60), ""}
 	case m.Load != nil:
 		l := m.Load
+		cpu := ""
+		if l.ServerCPUPerRequestUs > 0 {
+			cpu = fmt.Sprintf("%.0fµs", l.ServerCPUPerRequestUs)
+		}
 		return []string{m.Name, fmt.Sprintf("%.0f/s", l.Throughput), fmt.Sprintf("%.2fms", l.P50Ms),
-			fmt.Sprintf("%.2fms", l.P99Ms), strconv.FormatUint(l.errors(), 10), "", ""}
+			fmt.Sprintf("%.2fms", l.P99Ms), cpu, strconv.FormatUint(l.errors(), 10), "", ""}
 	default:
-		return []string{m.Name, formatValue(m.Value, m.Unit), "", "", "", "", ""}
+		return []string{m.Name, formatValue(m.Value, m.Unit), "", "", "", "", "", ""}
 	}
 }
 
@@ -220,7 +230,7 @@ func (c *check) row() []string {
 	if c.Note != "" {
 		name += " (" + oneLine(c.Note, 80) + ")"
 	}
-	return []string{name, "", "", "", "", target, c.Verdict}
+	return []string{name, "", "", "", "", "", target, c.Verdict}
 }
 
 // formatValue prints a number with its unit ("0.93", "1234/s", "61.2 MiB").
@@ -259,6 +269,7 @@ func describeMachine() machine {
 	if out, err := exec.Command("go", "env", "GOVERSION").Output(); err == nil {
 		m.GoVersion = strings.TrimSpace(string(out))
 	}
+	m.LoadAvgStart = loadAvg()
 	if out, err := exec.Command("node", "--version").Output(); err == nil {
 		m.Node = strings.TrimSpace(string(out))
 	}
@@ -284,4 +295,17 @@ func parseCPUModel(r io.Reader) string {
 		}
 	}
 	return "unknown"
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
