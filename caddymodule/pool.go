@@ -1,12 +1,14 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -48,7 +50,18 @@ func openStore(dir string, logger *zap.Logger) (*storeHandle, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &storeHandle{db: db, store: store.New(db, store.Options{})}, nil
+		st := store.New(db, store.Options{})
+		// Opening the directory (not a reload, which reuses the handle)
+		// means the process that ran any unfinished async job is gone.
+		n, err := botapi.FailInterruptedJobs(context.Background(), st)
+		if err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("recovering async jobs: %w", err)
+		}
+		if n > 0 {
+			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
+		}
+		return &storeHandle{db: db, store: st}, nil
 	})
 	if err != nil {
 		return nil, err

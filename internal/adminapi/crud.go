@@ -1,7 +1,6 @@
 package adminapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -127,18 +126,15 @@ func parseETag(v string) string {
 }
 
 // writeStoreError turns a store error into the matching OperationOutcome.
+// The admin API is the operator's: an unexpected error is shown in full.
 func writeStoreError(w http.ResponseWriter, err error) {
-	var verr *store.ValidationError
-	switch {
-	case errors.As(err, &verr):
-		fhir.WriteOutcome(w, http.StatusBadRequest, verr.Error(), verr.Field)
-	case errors.Is(err, store.ErrUnknownType):
-		fhir.WriteOutcome(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, store.ErrNotFound):
-		fhir.WriteOutcome(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		fhir.WriteOutcome(w, http.StatusConflict, err.Error())
-	default:
-		fhir.WriteOutcome(w, http.StatusInternalServerError, fmt.Sprintf("store error: %v", err))
+	status, text, field := fhir.StoreError(err)
+	if status == http.StatusInternalServerError {
+		text = "store error: " + err.Error()
 	}
+	var expr []string
+	if field != "" {
+		expr = []string{field}
+	}
+	fhir.WriteOutcome(w, status, text, expr...)
 }

@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -46,6 +48,7 @@ type Options struct {
 type API struct {
 	o     Options
 	audit *auditWriter
+	jobs  sync.WaitGroup // async runs in flight
 }
 
 // New returns an API. Call Close to flush pending audit events.
@@ -69,30 +72,49 @@ func New(o Options) (*API, error) {
 	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger)}, nil
 }
 
-// Close writes the audit events still queued and stops the writer.
-func (a *API) Close() { a.audit.close() }
+// Close waits for async runs to finish, then writes the audit events still
+// queued and stops the writer.
+func (a *API) Close() {
+	a.jobs.Wait()
+	a.audit.close()
+}
 
 // Handler returns the handler for an authenticated request if its path is
-// a bot operation, or nil.
+// one of the operations fhirgate answers itself (bots and async job
+// status), or nil to let the request go on to the backend.
 func (a *API) Handler(r *http.Request) gateway.Operation {
 	rel, ok := strings.CutPrefix(path.Clean(r.URL.Path), a.o.FHIRBase+"/")
 	if !ok {
 		return nil
 	}
 	parts := strings.Split(rel, "/")
-	if parts[0] != "Bot" || len(parts) < 2 {
-		return nil
-	}
+	var f gateway.Operation
 	switch {
-	case parts[1] == "$execute":
-		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
-			a.execute(w, r, id, be, "")
+	case parts[0] == "job" && len(parts) == 3 && parts[2] == "status":
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveJobStatus(w, r, id, parts[1])
 		}
-	case len(parts) >= 3 && parts[2] == "$execute":
-		botID := parts[1]
-		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
-			a.execute(w, r, id, be, botID)
+	case parts[0] != "Bot":
+		return nil
+	case len(parts) == 1:
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) { a.serveBotType(w, r, id) }
+	case parts[1] == "$execute":
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) { a.execute(w, r, id, be, "") }
+	case len(parts) == 2:
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) { a.serveBot(w, r, id, parts[1]) }
+	case parts[2] == "$execute":
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
+			a.execute(w, r, id, be, parts[1])
+		}
+	case parts[2] == "$deploy" && len(parts) == 3:
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveDeploy(w, r, id, parts[1])
+		}
+	default:
+		// Every Bot path is fhirgate's: the backend knows nothing of bots.
+		f = func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, _ *gateway.Backend) {
+			fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, search, create, update, delete, $deploy and $execute")
 		}
 	}
-	return nil
+	return f
 }

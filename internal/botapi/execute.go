@@ -79,22 +79,21 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 	if be != nil {
 		req.Medplum = medplumClient{backend: be, traceID: traceID}
 	}
-	res, err := a.o.Runner.Run(ctx, req)
+	if wantsAsync(r) {
+		a.startJob(w, r, id, func(ctx context.Context) *botrunner.Result {
+			res, _ := a.run(ctx, bot, id, req, traceID, time.Now())
+			return res
+		})
+		return
+	}
+	res, err := a.run(ctx, bot, id, req, traceID, started)
 	switch {
 	case errors.Is(err, botrunner.ErrBusy):
-		a.o.OnExecute("busy", 0, time.Since(started))
 		w.Header().Set("Retry-After", "1")
 		fhir.WriteOutcome(w, http.StatusTooManyRequests, "too many bot runs in progress; retry shortly")
 		return
-	case err != nil && res == nil:
-		// The caller went away while the run waited for a slot.
-		a.o.OnExecute("cancelled", 0, time.Since(started))
-		return
-	}
-	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(bot, id, res, traceID, started))
-	if err != nil {
-		return // the caller went away mid-run; the run is audited, nobody is listening
+	case err != nil:
+		return // the caller went away; nobody is listening
 	}
 	status = http.StatusOK
 	if res.Outcome != botrunner.OutcomeSuccess {
@@ -105,6 +104,24 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 	w.Header().Set("X-Trace-Id", traceID)
 	w.WriteHeader(status)
 	_, _ = w.Write(res.Body)
+}
+
+// run runs the bot, records metrics and the audit event. The error is the
+// runner's (busy, or ctx ended); a run that happened is audited even if
+// its caller went away.
+func (a *API) run(ctx context.Context, bot *store.Bot, id *oauth.Identity, req botrunner.Request, traceID string, started time.Time) (*botrunner.Result, error) {
+	res, err := a.o.Runner.Run(ctx, req)
+	if res == nil {
+		outcome := "cancelled"
+		if errors.Is(err, botrunner.ErrBusy) {
+			outcome = "busy"
+		}
+		a.o.OnExecute(outcome, 0, time.Since(started))
+		return nil, err
+	}
+	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
+	a.audit.record(auditEntry(bot, id, res, traceID, started))
+	return res, err
 }
 
 // findBot resolves the bot from the path id or the identifier parameter,

@@ -163,6 +163,12 @@ func (p *caddyProc) stop() {
 	}
 }
 
+// kill stops Caddy abruptly (SIGKILL), as a crash would.
+func (p *caddyProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // cli runs `caddy <args...>` against this instance's admin API.
 func (p *caddyProc) cli(args ...string) (string, error) {
 	p.t.Helper()
@@ -211,4 +217,13 @@ func do(t *testing.T, method, url, contentType, body string, headers ...string) 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

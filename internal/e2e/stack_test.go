@@ -19,6 +19,7 @@ import (
 // using a loopback identity provider, configured from a template.
 type stack struct {
 	*caddyProc
+	config  string
 	gateway string
 	idp     *httptest.Server
 	backend *backend
@@ -173,7 +174,7 @@ func startStack(t *testing.T, extra string) *stack {
 	}
 	f.Close()
 	p := startCaddy(t, path, cfg.Admin)
-	return &stack{caddyProc: p, gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), idp: idp, backend: be}
+	return &stack{caddyProc: p, config: path, gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), idp: idp, backend: be}
 }
 
 // token exchanges an identity provider token through a client.

@@ -1,0 +1,178 @@
+package botapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// jobRetention is how long a finished AsyncJob can be polled.
+const jobRetention = 7 * 24 * time.Hour
+
+// Job statuses, Medplum's AsyncJob.status values.
+const (
+	jobAccepted  = "accepted"
+	jobCompleted = "completed"
+	jobError     = "error"
+)
+
+// wantsAsync tells whether the caller asked for an asynchronous run. The
+// value must be exactly respond-async, as Medplum requires.
+func wantsAsync(r *http.Request) bool {
+	return strings.TrimSpace(r.Header.Get("Prefer")) == "respond-async"
+}
+
+// startJob records an accepted AsyncJob and answers 202 with its status
+// URL; run then does the work and records the outcome.
+func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, run func(ctx context.Context) *botrunner.Result) {
+	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
+	job.Meta.Project = id.ProjectID
+	if err := a.o.Store.Create(r.Context(), job, store.PutOptions{TTL: jobRetention}); err != nil {
+		a.writeStoreError(w, err)
+		return
+	}
+	statusURL := baseURL(r) + a.o.FHIRBase + "/job/" + job.ID + "/status"
+
+	// The run outlives the request: keep its values (Caddy's per-request
+	// state the backend client needs), drop its cancellation.
+	ctx := context.WithoutCancel(r.Context())
+	a.jobs.Add(1)
+	go func() {
+		defer a.jobs.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				a.o.Logger.Error("async bot job panicked", zap.String("job", job.ID), zap.Any("panic", p))
+				a.finishJob(job, jobError, outcomeParameter(http.StatusInternalServerError, "the job failed unexpectedly"))
+			}
+		}()
+		res := run(ctx)
+		status, output := jobOutput(res)
+		a.finishJob(job, status, output)
+	}()
+
+	w.Header().Set("Content-Location", statusURL)
+	out := fhir.NewOutcome(http.StatusAccepted, "Accepted")
+	out.Issue[0].Diagnostics = statusURL
+	fhir.WriteJSON(w, http.StatusAccepted, out)
+}
+
+// finishJob records a job's end, retrying on concurrent updates.
+func (a *API) finishJob(job *store.AsyncJob, status string, output map[string]any) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	job.Status = status
+	job.TransactionTime = store.FormatTime(time.Now())
+	job.Output = output
+	if _, err := a.o.Store.Put(ctx, job, store.PutOptions{TTL: jobRetention}); err != nil {
+		a.o.Logger.Error("recording async job result", zap.String("job", job.ID), zap.Error(err))
+	}
+}
+
+// jobOutput turns a run's result into Medplum's AsyncJob output: a FHIR
+// Parameters with the response body (or the outcome of a failure).
+func jobOutput(res *botrunner.Result) (string, map[string]any) {
+	if res == nil {
+		return jobError, outcomeParameter(http.StatusTooManyRequests, "too many bot runs in progress; the job was not run")
+	}
+	if res.Outcome != botrunner.OutcomeSuccess {
+		return jobError, outcomeParameter(http.StatusBadRequest, res.Message)
+	}
+	param := map[string]any{"name": "responseBody"}
+	switch {
+	case strings.Contains(res.ContentType, "json"):
+		var v any
+		if json.Unmarshal(res.Body, &v) == nil {
+			if m, ok := v.(map[string]any); ok && m["resourceType"] == "OperationOutcome" {
+				param = map[string]any{"name": "outcome", "resource": m}
+				break
+			}
+			if b, ok := v.(bool); ok {
+				param["valueBoolean"] = b
+				break
+			}
+		}
+		param["valueString"] = string(res.Body)
+	default:
+		param["valueString"] = string(res.Body)
+	}
+	return jobCompleted, map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
+}
+
+func outcomeParameter(status int, text string) map[string]any {
+	return map[string]any{"resourceType": "Parameters", "parameter": []any{
+		map[string]any{"name": "outcome", "resource": fhir.NewOutcome(status, text)},
+	}}
+}
+
+// serveJobStatus answers GET {base}/job/{id}/status: the AsyncJob, with 202
+// while it runs and 200 once it has ended (what MedplumClient polls for).
+func (a *API) serveJobStatus(w http.ResponseWriter, r *http.Request, id *oauth.Identity, jobID string) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "job status accepts GET only")
+		return
+	}
+	job, err := store.Get[store.AsyncJob](r.Context(), a.o.Store, jobID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && job.Meta.Project != id.ProjectID) {
+		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("job %s not found", jobID))
+		return
+	}
+	if err != nil {
+		a.writeStoreError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if job.Status == jobAccepted || job.Status == "active" {
+		status = http.StatusAccepted
+	}
+	fhir.WriteJSON(w, status, job)
+}
+
+// FailInterruptedJobs marks jobs left accepted or active by a process that
+// stopped (a crash or restart) as failed, so pollers get an answer instead
+// of waiting forever. Call it once when the store is first opened, never on
+// a config reload: the previous config's jobs are still running then.
+func FailInterruptedJobs(ctx context.Context, st *store.Store) (int, error) {
+	jobs, err := store.Search[store.AsyncJob](ctx, st, store.Filter{Limit: 100000})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, job := range jobs {
+		if job.Status != jobAccepted && job.Status != "active" {
+			continue
+		}
+		job.Status = jobError
+		job.TransactionTime = store.FormatTime(time.Now())
+		job.Output = outcomeParameter(http.StatusInternalServerError, "the gateway restarted before the job finished")
+		if _, err := st.Put(ctx, job, store.PutOptions{IfMatch: job.Meta.VersionID, TTL: jobRetention}); err != nil {
+			return n, fmt.Errorf("failing interrupted job %s: %w", job.ID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// requestURL is the full URL of the request as the client made it.
+func requestURL(r *http.Request) string {
+	return baseURL(r) + r.URL.RequestURI()
+}
+
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}

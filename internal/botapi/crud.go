@@ -1,0 +1,252 @@
+package botapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/deploy"
+	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// maxResourceBody bounds Bot bodies and $deploy requests (bot source).
+const maxResourceBody = 8 << 20
+
+// Bots are managed through the FHIR API by project admins, exactly as
+// Medplum's CLI and app do it. Every Bot request is answered here and never
+// proxied: the backend knows nothing of bots. Non-admins get 403; another
+// project's bot is a 404, as if it did not exist.
+
+// serveBotType handles {base}/Bot: search (GET) and create (POST).
+func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Identity) {
+	if !requireAdmin(w, id) {
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		a.searchBots(w, r, id)
+	case http.MethodPost:
+		bot, ok := a.readBot(w, r)
+		if !ok {
+			return
+		}
+		bot.SourceCode, bot.ExecutableCode = nil, nil // set by $deploy only
+		bot.Meta.Project = id.ProjectID
+		if err := a.o.Store.Create(r.Context(), bot, store.PutOptions{}); err != nil {
+			a.writeStoreError(w, err)
+			return
+		}
+		w.Header().Set("Location", a.o.FHIRBase+"/Bot/"+bot.ID)
+		writeBot(w, http.StatusCreated, bot)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "use GET to search bots or POST to create one")
+	}
+}
+
+// serveBot handles {base}/Bot/{id}: read, replace, delete.
+func (a *API) serveBot(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) {
+	existing, ok := a.ownBot(w, r, id, botID)
+	if !ok || !requireAdmin(w, id) {
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		writeBot(w, http.StatusOK, existing)
+	case http.MethodPut:
+		bot, ok := a.readBot(w, r)
+		if !ok {
+			return
+		}
+		if bot.ID != "" && bot.ID != botID {
+			fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("the body's id %q differs from the URL's %q", bot.ID, botID), "id")
+			return
+		}
+		bot.ID = botID
+		bot.Meta.Project = id.ProjectID
+		// The code attachments point at Binaries only $deploy writes.
+		bot.SourceCode, bot.ExecutableCode = existing.SourceCode, existing.ExecutableCode
+		ifMatch := strings.Trim(strings.TrimPrefix(r.Header.Get("If-Match"), "W/"), `"`)
+		if _, err := a.o.Store.Put(r.Context(), bot, store.PutOptions{IfMatch: ifMatch}); err != nil {
+			a.writeStoreError(w, err)
+			return
+		}
+		writeBot(w, http.StatusOK, bot)
+	case http.MethodDelete:
+		if err := a.o.Store.Delete(r.Context(), "Bot", botID); err != nil {
+			a.writeStoreError(w, err)
+			return
+		}
+		fhir.WriteJSON(w, http.StatusOK, fhir.AllOK())
+	default:
+		w.Header().Set("Allow", "GET, PUT, DELETE")
+		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "use GET, PUT or DELETE on a bot")
+	}
+}
+
+// serveDeploy handles POST {base}/Bot/{id}/$deploy with Medplum's body
+// {code, filename}.
+func (a *API) serveDeploy(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) {
+	if _, ok := a.ownBot(w, r, id, botID); !ok || !requireAdmin(w, id) {
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$deploy accepts POST only")
+		return
+	}
+	body, ok := readJSONBody(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Code     string `json:"code"`
+		Filename string `json:"filename"`
+	}
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			fhir.WriteOutcome(w, http.StatusBadRequest, "the body must be {\"code\": ..., \"filename\": ...}")
+			return
+		}
+	}
+	if req.Code == "" {
+		// Medplum's app re-deploys without a body; our stored code is
+		// already compiled, so re-deploying means compiling the source again.
+		bot, _ := store.Get[store.Bot](r.Context(), a.o.Store, botID)
+		code, filename, err := deploy.Source(r.Context(), a.o.Store, bot)
+		if err != nil {
+			fhir.WriteOutcome(w, http.StatusBadRequest, "Bot missing executable code", "code")
+			return
+		}
+		req.Code, req.Filename = code, filename
+	}
+	if req.Filename == "" {
+		req.Filename = "index.js"
+	}
+	if _, err := deploy.Deploy(r.Context(), a.o.Store, botID, req.Filename, req.Code); err != nil {
+		var derr *deploy.Error
+		if errors.As(err, &derr) {
+			fhir.WriteOutcome(w, derr.Status, derr.Msg)
+			return
+		}
+		a.writeStoreError(w, err)
+		return
+	}
+	fhir.WriteJSON(w, http.StatusOK, fhir.AllOK())
+}
+
+func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Identity) {
+	f := store.Filter{Project: id.ProjectID}
+	for key, values := range r.URL.Query() {
+		if len(values) != 1 {
+			fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("search parameter %q given more than once", key), key)
+			return
+		}
+		switch key {
+		case "identifier":
+			f.Identifier = values[0]
+		case "name":
+			f.Name = values[0]
+		case "_count", "_sort", "_total", "_summary":
+			// Accepted and ignored: results are few and ordered by id.
+		default:
+			fhir.WriteOutcome(w, http.StatusBadRequest,
+				fmt.Sprintf("unsupported Bot search parameter %q; supported: identifier, name", key), key)
+			return
+		}
+	}
+	bots, err := store.Search[store.Bot](r.Context(), a.o.Store, f)
+	if err != nil {
+		a.writeStoreError(w, err)
+		return
+	}
+	bundle := fhir.NewSearchBundle(bots)
+	for i := range bundle.Entry {
+		bundle.Entry[i].FullURL = a.o.FHIRBase + "/Bot/" + bots[i].ID
+	}
+	fhir.WriteJSON(w, http.StatusOK, bundle)
+}
+
+// ownBot loads a bot of the caller's project, answering 404 otherwise.
+func (a *API) ownBot(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) (*store.Bot, bool) {
+	bot, err := store.Get[store.Bot](r.Context(), a.o.Store, botID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && bot.Meta.Project != id.ProjectID) {
+		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", botID))
+		return nil, false
+	}
+	if err != nil {
+		a.writeStoreError(w, err)
+		return nil, false
+	}
+	return bot, true
+}
+
+func requireAdmin(w http.ResponseWriter, id *oauth.Identity) bool {
+	if !id.Admin {
+		fhir.WriteOutcome(w, http.StatusForbidden, "managing bots requires a project admin")
+	}
+	return id.Admin
+}
+
+func (a *API) readBot(w http.ResponseWriter, r *http.Request) (*store.Bot, bool) {
+	body, ok := readJSONBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	bot := new(store.Bot)
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(bot); err != nil {
+		fhir.WriteOutcome(w, http.StatusBadRequest, "the body is not a valid Bot: "+err.Error())
+		return nil, false
+	}
+	if bot.ResourceType != "" && bot.ResourceType != "Bot" {
+		fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("resourceType is %q, expected Bot", bot.ResourceType), "resourceType")
+		return nil, false
+	}
+	return bot, true
+}
+
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/fhir+json") {
+			fhir.WriteOutcome(w, http.StatusUnsupportedMediaType, "send application/fhir+json or application/json")
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxResourceBody+1))
+	if err != nil {
+		fhir.WriteOutcome(w, http.StatusBadRequest, "reading the request body failed")
+		return nil, false
+	}
+	if len(body) > maxResourceBody {
+		fhir.WriteOutcome(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", maxResourceBody))
+		return nil, false
+	}
+	return body, true
+}
+
+func writeBot(w http.ResponseWriter, status int, bot *store.Bot) {
+	if v := bot.Meta.VersionID; v != "" {
+		w.Header().Set("ETag", `W/"`+v+`"`)
+	}
+	fhir.WriteJSON(w, status, bot)
+}
+
+// writeStoreError maps a store error to an OperationOutcome; unexpected
+// errors are logged, not shown.
+func (a *API) writeStoreError(w http.ResponseWriter, err error) {
+	status, text, field := fhir.StoreError(err)
+	if status == http.StatusInternalServerError {
+		a.o.Logger.Error("bot store operation", zap.Error(err))
+	}
+	fhir.WriteOutcome(w, status, text, exprs(field)...)
+}
