@@ -97,11 +97,17 @@ func (a *API) Handler(r *http.Request) gateway.Operation {
 	case parts[0] != "Bot":
 		return nil
 	case len(parts) == 1:
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) { a.serveBotType(w, r, id) }
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveBotType(w, r, id)
+		}
 	case parts[1] == "$execute":
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) { a.execute(w, r, id, be, "") }
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
+			a.execute(w, r, id, be, "")
+		}
 	case len(parts) == 2:
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) { a.serveBot(w, r, id, parts[1]) }
+		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveBot(w, r, id, parts[1])
+		}
 	case parts[2] == "$execute":
 		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
 			a.execute(w, r, id, be, parts[1])
