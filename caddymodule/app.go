@@ -109,6 +109,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
 
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+
 	a.dir = a.StorageDir
 	if a.dir == "" {
 		a.dir = filepath.Join(caddy.AppDataDir(), "fhirgate")
@@ -151,6 +155,7 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	info := userinfo.New(userinfo.Options{
 		DefaultTimeout:  time.Duration(a.UserinfoTimeout),
 		DefaultCacheTTL: time.Duration(a.UserinfoCacheTTL),
+		Observe:         observeUserinfo,
 	})
 	a.oauth, err = oauth.New(oauth.Options{
 		Store:           st,
@@ -159,6 +164,8 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 		AccessTokenTTL:  time.Duration(a.AccessTokenTTL),
 		RefreshTokenTTL: time.Duration(a.RefreshTokenTTL),
 		Logger:          a.logger,
+		OnToken:         observeToken,
+		OnAuthFailure:   observeAuthFailure,
 	})
 	return err
 }

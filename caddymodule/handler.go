@@ -118,6 +118,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		Logger:         h.logger,
+		OnExecute:      observeBot,
 	})
 	if err != nil {
 		return err

@@ -82,6 +82,19 @@ func TestDemoWalkthrough(t *testing.T) {
 		t.Fatalf("proxied read: %d %s", r.status, r.body)
 	}
 
+	// Metrics are on Caddy's admin endpoint, labelled by known client and
+	// by refusal reason.
+	m := do(t, "GET", admin+"/metrics", "", "")
+	for _, want := range []string{
+		`caddy_fhirgate_token_requests_total{client_id="demo-app",grant_type="urn:ietf:params:oauth:grant-type:token-exchange",outcome="ok"} 1`,
+		`caddy_fhirgate_auth_failures_total{reason="missing"} 1`,
+		`caddy_fhirgate_userinfo_duration_seconds_count{outcome="ok"} 1`,
+	} {
+		if !strings.Contains(string(m.body), want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+
 	// The CLI manages records through the admin API.
 	if out, err := d.cli("fhirgate", "user", "create", "--address", d.adminAddr, "--email", "bob@example.com"); err != nil {
 		t.Fatalf("cli user create: %v\n%s", err, out)
@@ -118,9 +131,9 @@ func TestDemoWalkthrough(t *testing.T) {
 	if fi, err := os.Stat(backup); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("backup file: %v %v", fi, err)
 	}
-	m := do(t, "GET", admin+"/fhirgate/ProjectMembership?project=demo", "", "")
+	ms := do(t, "GET", admin+"/fhirgate/ProjectMembership?project=demo", "", "")
 	var bobMembership string
-	for _, e := range m.json(t)["entry"].([]any) {
+	for _, e := range ms.json(t)["entry"].([]any) {
 		res := e.(map[string]any)["resource"].(map[string]any)
 		if strings.Contains(res["profile"].(map[string]any)["reference"].(string), "bob") {
 			bobMembership = res["id"].(string)

@@ -1,0 +1,91 @@
+package caddymodule
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collectors are built once per process; Caddy gives each config load a
+// fresh registry, so Provision registers them again every time.
+var (
+	tokenRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "token_requests_total",
+		Help:      "Token endpoint answers by grant type, client (known clients only) and outcome (ok or the OAuth error code).",
+	}, []string{"grant_type", "client_id", "outcome"})
+
+	authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "auth_failures_total",
+		Help:      "Bearer tokens refused on the FHIR API, by reason.",
+	}, []string{"reason"})
+
+	userinfoLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "userinfo_duration_seconds",
+		Help:      "Identity provider userinfo calls, by outcome.",
+		Buckets:   prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"outcome"})
+
+	botExecutions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "bot_executions_total",
+		Help:      "Bot runs by outcome: success, error, timeout, busy (refused with 429), cancelled.",
+	}, []string{"outcome"})
+
+	botDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "bot_duration_seconds",
+		Help:      "Bot run time, excluding the wait for a slot.",
+		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+
+	botQueueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "bot_queue_wait_seconds",
+		Help:      "Time bot runs waited for a free slot.",
+		Buckets:   prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+)
+
+// registerMetrics adds the collectors to this config's registry.
+func registerMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func observeToken(grant, clientID, outcome string) {
+	tokenRequests.WithLabelValues(grant, clientID, outcome).Inc()
+}
+
+func observeAuthFailure(reason string) { authFailures.WithLabelValues(reason).Inc() }
+
+func observeUserinfo(d time.Duration, outcome string) {
+	userinfoLatency.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+func observeBot(outcome string, run, queueWait time.Duration) {
+	botExecutions.WithLabelValues(outcome).Inc()
+	if outcome != "busy" && outcome != "cancelled" {
+		botDuration.Observe(run.Seconds())
+	}
+	botQueueWait.Observe(queueWait.Seconds())
+}
