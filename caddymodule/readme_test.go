@@ -1,0 +1,37 @@
+package caddymodule
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeDocumentsEveryConfigField keeps the README's configuration
+// reference in step with the config structs: every JSON field must be
+// named there.
+func TestReadmeDocumentsEveryConfigField(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(raw), "## Configuration")
+	section, _, _ = strings.Cut(section, "\n## ")
+	word := func(name string) *regexp.Regexp {
+		return regexp.MustCompile("(^|[\\s.`(])" + regexp.QuoteMeta(name) + "([\\s.`,)]|$)")
+	}
+	for _, v := range []any{App{}, ProjectConfig{}, ClientConfig{}, UserConfig{}, BotConfig{}, Handler{}, IdentityHeaders{}} {
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			tag := typ.Field(i).Tag.Get("json")
+			name, _, _ := strings.Cut(tag, ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if !word(name).MatchString(section) {
+				t.Errorf("README.md's Configuration section does not document %s.%s (%q)", typ.Name(), typ.Field(i).Name, name)
+			}
+		}
+	}
+}
