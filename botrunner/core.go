@@ -1,14 +1,13 @@
 package botrunner
 
 import (
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"sort"
 	"sync"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
+	"github.com/google/uuid"
 )
 
 //go:embed core.js
@@ -111,7 +110,7 @@ func (c *lazyCore) group(name string) *goja.Object {
 	} else {
 		if c.table == nil {
 			native := x.rt.NewObject()
-			_ = native.Set("generateId", x.fn("generateId", func(goja.FunctionCall) goja.Value { return x.rt.ToValue(generateID()) }))
+			_ = native.Set("generateId", x.fn("generateId", func(goja.FunctionCall) goja.Value { return x.rt.ToValue(uuid.NewString()) }))
 			c.table = x.evalFactory(coreProgram(), native, x.core)
 		}
 		build, ok := goja.AssertFunction(c.table.Get(name))
@@ -189,25 +188,6 @@ func (x *execution) evalFactory(prg *goja.Program, args ...goja.Value) *goja.Obj
 		panic(err)
 	}
 	return v.(*goja.Object)
-}
-
-// generateID returns a random (version 4) UUID, as Medplum's generateId does.
-func generateID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], b[10:])
-	return string(s[:])
 }
 
 // isError reports whether obj is a JavaScript Error (of any class, subclasses included).
