@@ -22,8 +22,9 @@ type Options struct {
 // Store keeps typed resources on a [KV]. It is safe for concurrent use;
 // several gateways may share one KV.
 type Store struct {
-	kv  KV
-	now func() time.Time
+	kv    KV
+	now   func() time.Time
+	group groupCommit
 }
 
 // New returns a Store on kv.
@@ -63,7 +64,11 @@ func (s *Store) Create(ctx context.Context, r Resource, o PutOptions) error {
 	saved := *b
 	b.ID = uuid.NewString()
 	o.IfMatch = ""
-	if _, err := s.write(ctx, res, o, false); err != nil {
+	w, err := s.prepare(res, o, false)
+	if err == nil {
+		err = s.commitGrouped(ctx, w)
+	}
+	if err != nil {
 		*b = saved
 		return err
 	}
