@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -289,13 +291,25 @@ func TestDefaultTimeoutApplies(t *testing.T) {
 	}
 }
 
+// cancellingClient cancels the run's context from inside the run, so the test does not depend on
+// when the run starts.
+type cancellingClient struct{ cancel context.CancelFunc }
+
+func (c cancellingClient) Do(context.Context, string, string, url.Values, []byte, string, http.Header) (int, string, []byte, error) {
+	c.cancel()
+	return 200, "application/fhir+json", []byte(`{"resourceType":"Patient","id":"1"}`), nil
+}
+
 func TestContextEndsTheRun(t *testing.T) {
 	r := New(Options{})
-	p := mustCompile(t, "index.js", `exports.handler = () => { console.log('started'); for (;;) {} }`)
+	p := mustCompile(t, "index.ts", `export async function handler(medplum: any) {
+  console.log('started');
+  await medplum.readResource('Patient', '1');
+  for (;;) {}
+}`)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
-	res, err := r.Run(ctx, Request{Code: p.JS, Timeout: 10 * time.Second})
+	res, err := r.Run(ctx, Request{Code: p.JS, Timeout: 10 * time.Second, Medplum: cancellingClient{cancel}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -303,16 +317,17 @@ func TestContextEndsTheRun(t *testing.T) {
 		t.Errorf("result = %+v", res)
 	}
 
-	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	loop := mustCompile(t, "index.js", `exports.handler = () => { for (;;) {} }`)
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	res, err = r.Run(ctx, Request{Code: p.JS, Timeout: 10 * time.Second})
+	res, err = r.Run(ctx, Request{Code: loop.JS, Timeout: 10 * time.Second})
 	if err != nil || res.Outcome != OutcomeTimeout || res.Message != deadlineMessage {
 		t.Errorf("Run = %+v, %v; want a timeout result", res, err)
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.Run(ctx, Request{Code: p.JS}); !errors.Is(err, context.Canceled) {
+	if _, err := r.Run(ctx, Request{Code: loop.JS}); !errors.Is(err, context.Canceled) {
 		t.Errorf("already cancelled: err = %v", err)
 	}
 }
@@ -399,7 +414,7 @@ func TestRunnerIsBusyWhenSaturated(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := r.Run(ctxT(t), Request{Code: p.JS, Timeout: 500 * time.Millisecond})
+			res, err := r.Run(ctxT(t), Request{Code: p.JS, Timeout: 2 * time.Second})
 			if err != nil || res.Outcome != OutcomeTimeout {
 				t.Errorf("looping run = %+v, %v", res, err)
 			}
@@ -422,7 +437,7 @@ func TestPerBotLimit(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = r.Run(ctxT(t), Request{Code: loop.JS, BotID: "a", MaxConcurrent: 1, Timeout: 500 * time.Millisecond})
+		_, _ = r.Run(ctxT(t), Request{Code: loop.JS, BotID: "a", MaxConcurrent: 1, Timeout: 2 * time.Second})
 	}()
 	waitFor(t, func() bool { return len(r.slots.global) == 1 })
 	if _, err := r.Run(ctxT(t), Request{Code: loop.JS, BotID: "a", MaxConcurrent: 1}); !errors.Is(err, ErrBusy) {
