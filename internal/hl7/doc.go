@@ -17,7 +17,8 @@
 // line and byte offset.
 //
 // Parsing is one linear pass that records where every field ends, as int32
-// offsets into the input (three allocations per message, whatever its size).
+// offsets into the input (three allocations per message, whatever its size,
+// and a fourth for the joined text when the input did not use single CRs).
 // Components, repetitions and subcomponents are found on demand by scanning
 // the field, and escape sequences are decoded only when a value contains the
 // escape character, so reading most values allocates nothing.
@@ -25,9 +26,9 @@
 // # Serialising
 //
 // [Message.String] joins the segments with CR, as HL7 prescribes, without a
-// trailing CR. Each segment is reproduced byte for byte, so for input that
+// trailing CR. Each segment is reproduced byte for byte. For input that
 // already used single CRs String returns the input itself (no copy) until the
-// message is modified. [Message.Raw] returns the input with its original line
+// message is modified; for other input Parse joins the segments once. [Message.Raw] returns the input with its original line
 // breaks (after BOM and MLLP stripping).
 //
 // # Escape sequences
@@ -77,7 +78,7 @@
 //
 // # Concurrency
 //
-// A Message is not safe for concurrent modification. Concurrent reads of an
-// unmodified message are safe except for the first call to String on input
-// that did not use single CRs, which caches the joined text.
+// A parsed message is never written to by its readers, so it may be read
+// from many goroutines. Changing a message needs exclusive access, and so
+// does the first String call after a change (it caches the joined text).
 package hl7

@@ -79,22 +79,30 @@ func (m *Message) AllSegments(name string) []Segment {
 // String returns the message with segments joined by CR and no trailing CR.
 // Each segment is the parsed (or set) text byte for byte.
 func (m *Message) String() string {
-	if m.str == "" && len(m.segs) > 0 {
-		n := len(m.segs) - 1
-		for i := range m.segs {
-			n += len(m.segs[i].text)
-		}
-		var b strings.Builder
-		b.Grow(n)
-		for i := range m.segs {
-			if i > 0 {
-				b.WriteByte('\r')
-			}
-			b.WriteString(m.segs[i].text)
-		}
-		m.str = b.String()
+	if m.str == "" {
+		m.str = m.join()
 	}
 	return m.str
+}
+
+// join returns the segments joined by CR.
+func (m *Message) join() string {
+	if len(m.segs) == 0 {
+		return ""
+	}
+	n := len(m.segs) - 1
+	for i := range m.segs {
+		n += len(m.segs[i].text)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := range m.segs {
+		if i > 0 {
+			b.WriteByte('\r')
+		}
+		b.WriteString(m.segs[i].text)
+	}
+	return b.String()
 }
 
 // Raw returns the text Parse was given, without BOM and MLLP framing but

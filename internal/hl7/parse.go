@@ -158,6 +158,10 @@ func (m *Message) index(body string) {
 	}
 	if canonical {
 		m.str = body[:prevEnd]
+	} else {
+		// Join now rather than on first String call, so a parsed message is
+		// never written to and can be read from many goroutines.
+		m.str = m.join()
 	}
 }
 

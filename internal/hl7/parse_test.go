@@ -262,3 +262,20 @@ func TestParseBytesCopiesInput(t *testing.T) {
 		t.Errorf("MSH-3 = %q after the caller reused its buffer", got)
 	}
 }
+
+func TestParsedMessageIsSafeForConcurrentReads(t *testing.T) {
+	// LF input: String must not cache lazily (run with -race).
+	m := mustParse(t, readSample(t, "adt_a04_epic_lf.hl7"))
+	done := make(chan string, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			pid, _ := m.Segment("PID")
+			done <- m.String()[:3] + pid.Component(5, 1, Whole, 0)
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if got := <-done; got != "MSHDOE" {
+			t.Errorf("got %q", got)
+		}
+	}
+}
