@@ -79,9 +79,57 @@ func BenchmarkBotRun(b *testing.B) {
 
 // BenchmarkJSParseReadAllSerialize is the @medplum/core comparison
 // (~16 MB/s on Node 20) run by bot code under goja: Hl7Message.parse, read
-// every component of every repetition of every field with getComponent,
-// toString, over internal/hl7/testdata.
+// every component of every repetition of every field through the
+// fields/components arrays and getComponent, toString, over
+// internal/hl7/testdata.
 func BenchmarkJSParseReadAllSerialize(b *testing.B) {
+	benchmarkJSCorpus(b, `(function (texts) {
+		let n = 0;
+		for (const text of texts) {
+			const msg = Hl7Message.parse(text);
+			for (const seg of msg.segments) {
+				const fields = seg.fields;
+				for (let i = 0; i < fields.length; i++) {
+					const comps = fields[i].components;
+					for (let r = 0; r < comps.length; r++) {
+						for (let c = 1; c <= comps[r].length; c++) {
+							n += fields[i].getComponent(c, undefined, r).length;
+						}
+					}
+				}
+			}
+			n += msg.toString().length;
+		}
+		return n;
+	})`)
+}
+
+// BenchmarkJSParseGetFieldSerialize reads the way bots usually do:
+// getSegment/getField/getComponent, here the first component of every field
+// of every segment, then toString.
+func BenchmarkJSParseGetFieldSerialize(b *testing.B) {
+	benchmarkJSCorpus(b, `(function (texts) {
+		let n = 0;
+		for (const text of texts) {
+			const msg = Hl7Message.parse(text);
+			for (let s = 0; ; s++) {
+				const seg = msg.getSegment(s);
+				if (seg === undefined) break;
+				for (let i = 1; ; i++) {
+					const f = seg.getField(i);
+					if (f === undefined) break;
+					n += f.getComponent(1).length;
+				}
+			}
+			n += msg.toString().length;
+		}
+		return n;
+	})`)
+}
+
+// benchmarkJSCorpus runs fn(texts) over internal/hl7/testdata in one loaded
+// runtime.
+func benchmarkJSCorpus(b *testing.B, fn string) {
 	files, err := filepath.Glob(filepath.Join("..", "hl7", "testdata", "*.hl7"))
 	if err != nil || len(files) == 0 {
 		b.Fatalf("no corpus: %v", err)
@@ -100,33 +148,16 @@ func BenchmarkJSParseReadAllSerialize(b *testing.B) {
 	if err := Install(rt); err != nil {
 		b.Fatal(err)
 	}
-	fv, err := rt.RunString(`(function (texts) {
-		let n = 0;
-		for (const text of texts) {
-			const msg = Hl7Message.parse(text);
-			for (const seg of msg.segments) {
-				for (let i = 0; i < seg.fields.length; i++) {
-					const field = seg.fields[i];
-					for (let r = 0; r < field.components.length; r++) {
-						for (let c = 1; c <= field.components[r].length; c++) {
-							n += field.getComponent(c, undefined, r).length;
-						}
-					}
-				}
-			}
-			n += msg.toString().length;
-		}
-		return n;
-	})`)
+	fv, err := rt.RunString(fn)
 	if err != nil {
 		b.Fatal(err)
 	}
-	fn, _ := goja.AssertFunction(fv)
+	call, _ := goja.AssertFunction(fv)
 	arg := rt.NewArray(texts...)
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := fn(goja.Undefined(), arg); err != nil {
+		if _, err := call(goja.Undefined(), arg); err != nil {
 			b.Fatal(err)
 		}
 	}

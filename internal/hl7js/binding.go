@@ -38,9 +38,15 @@ type state struct {
 	rt       *goja.Runtime
 	classes  *goja.Object  // what hl7.js returns
 	msgProto *goja.Object  // Hl7Message.prototype, for Unwrap
-	fromRaw  goja.Callable // messageFromRaw(text, msh1, msh2)
+	fromGo   goja.Callable // messageFromGo(handle, text, msh1, msh2)
 	toString goja.Callable // Hl7Message.prototype.toString
+	handleOf goja.Callable // the handle of a parsed message, or undefined
 }
+
+// handle is the Go message behind a parsed JavaScript Hl7Message. JavaScript
+// sees an opaque object (no exported fields or methods) and never changes
+// the message: edits happen on the JavaScript objects.
+type handle struct{ m *hl7.Message }
 
 // stateOf returns rt's state, creating an empty one on first call.
 func stateOf(rt *goja.Runtime) (*state, error) {
@@ -80,14 +86,15 @@ func (st *state) load() error {
 		return fmt.Errorf("evaluating hl7.js: %w", err)
 	}
 	classes := cv.ToObject(rt)
-	fromRaw, ok1 := goja.AssertFunction(classes.Get("messageFromRaw"))
+	fromGo, ok1 := goja.AssertFunction(classes.Get("messageFromGo"))
 	toString, ok2 := goja.AssertFunction(classes.Get("toString"))
+	handleOf, ok3 := goja.AssertFunction(classes.Get("handleOf"))
 	ctor := classes.Get("Hl7Message").ToObject(rt)
-	proto, ok3 := ctor.Get("prototype").(*goja.Object)
-	if !ok1 || !ok2 || !ok3 {
+	proto, ok4 := ctor.Get("prototype").(*goja.Object)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return errors.New("evaluating hl7.js: missing exports")
 	}
-	st.classes, st.fromRaw, st.toString, st.msgProto = classes, fromRaw, toString, proto
+	st.classes, st.fromGo, st.toString, st.handleOf, st.msgProto = classes, fromGo, toString, handleOf, proto
 	return nil
 }
 
@@ -114,7 +121,79 @@ func (st *state) natives() *goja.Object {
 			return rt.ToValue(strings.TrimPrefix(err.Error(), "hl7: "))
 		}
 		d := m.Delimiters()
-		return rt.NewArray(m.String(), string(d.Field), d.Encoding())
+		return rt.NewArray(rt.ToValue(&handle{m}), m.String(), string(d.Field), d.Encoding())
+	})
+	set("line", func(c goja.FunctionCall) goja.Value {
+		m := messageOf(c.Argument(0))
+		s, ok := m.SegmentAt(int(c.Argument(1).ToInteger()))
+		if !ok {
+			return goja.Undefined()
+		}
+		return rt.ToValue(s.String())
+	})
+	set("find", func(c goja.FunctionCall) goja.Value {
+		m := messageOf(c.Argument(0))
+		name, rs, cs := c.Argument(1).String(), c.Argument(2).String(), c.Argument(3).String()
+		for i := 0; i < m.NumSegments(); i++ {
+			if s, _ := m.SegmentAt(i); medplumName(s, rs, cs) == name {
+				return rt.ToValue(i)
+			}
+		}
+		return rt.ToValue(-1)
+	})
+	set("names", func(c goja.FunctionCall) goja.Value {
+		m := messageOf(c.Argument(0))
+		rs, cs := c.Argument(1).String(), c.Argument(2).String()
+		names := make([]any, m.NumSegments())
+		for i := range names {
+			s, _ := m.SegmentAt(i)
+			names[i] = medplumName(s, rs, cs)
+		}
+		return rt.NewArray(names...)
+	})
+	set("findAll", func(c goja.FunctionCall) goja.Value {
+		m := messageOf(c.Argument(0))
+		name, rs, cs := c.Argument(1).String(), c.Argument(2).String(), c.Argument(3).String()
+		var found []any
+		for i := 0; i < m.NumSegments(); i++ {
+			if s, _ := m.SegmentAt(i); medplumName(s, rs, cs) == name {
+				found = append(found, i)
+			}
+		}
+		return rt.NewArray(found...)
+	})
+	set("field", func(c goja.FunctionCall) goja.Value {
+		text, sep := c.Argument(0).String(), c.Argument(2).String()
+		i := int(c.Argument(1).ToInteger())
+		if len(sep) != 1 {
+			if i == 0 && sep == "" {
+				return c.Argument(0)
+			}
+			return goja.Undefined()
+		}
+		for ; i > 0; i-- {
+			k := strings.IndexByte(text, sep[0])
+			if k < 0 {
+				return goja.Undefined()
+			}
+			text = text[k+1:]
+		}
+		if k := strings.IndexByte(text, sep[0]); k >= 0 {
+			text = text[:k]
+		}
+		return rt.ToValue(text)
+	})
+	set("component", func(c goja.FunctionCall) goja.Value {
+		d, ok := delimiters(c, 4)
+		if !ok {
+			return goja.Undefined()
+		}
+		f := hl7.ParseField(c.Argument(0).String(), d)
+		rep := int(c.Argument(3).ToInteger())
+		if rep < 0 || rep >= f.Repetitions() {
+			return goja.Null()
+		}
+		return rt.ToValue(f.Component(int(c.Argument(1).ToInteger()), int(c.Argument(2).ToInteger()), rep))
 	})
 	set("decode", func(c goja.FunctionCall) goja.Value {
 		v := c.Argument(0).String()
@@ -157,6 +236,32 @@ func (st *state) natives() *goja.Object {
 		return rt.ToValue(t.UTC().Format("2006-01-02T15:04:05.000Z"))
 	})
 	return n
+}
+
+// messageOf returns the Go message behind a handle; a value that is not a
+// handle (a bot reached the internals) reads as an empty message.
+func messageOf(v goja.Value) *hl7.Message {
+	if h, ok := v.Export().(*handle); ok && h != nil && h.m != nil {
+		return h.m
+	}
+	return emptyMessage
+}
+
+// emptyMessage stands in for a missing handle. It is never modified, so
+// sharing it between runtimes is safe.
+var emptyMessage, _ = hl7.Parse("MSH|^~\\&")
+
+// medplumName is Medplum's name for a segment: fields[0].components[0][0],
+// i.e. the text before the first field, repetition or component separator.
+func medplumName(s hl7.Segment, rs, cs string) string {
+	name := s.Name()
+	if i := strings.Index(name, rs); rs != "" && i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.Index(name, cs); cs != "" && i >= 0 {
+		name = name[:i]
+	}
+	return name
 }
 
 // delimiters reads fs, cs, rs, ec, ss from the five string arguments at

@@ -58,6 +58,32 @@ func TestUnwrapReturnedMessages(t *testing.T) {
 	}
 }
 
+func TestUnwrapOfUnchangedInputReturnsTheGoMessage(t *testing.T) {
+	rt := goja.New()
+	m, err := hl7.Parse(adt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Wrap(rt, m)
+	if err := rt.Set("input", v); err != nil {
+		t.Fatal(err)
+	}
+	// Reading builds objects and arrays but changes nothing.
+	if _, err := rt.RunString(`input.getSegment('PID').getField(5).components; input.segments.length; input.getAllSegments('OBX')[1].fields`); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := Unwrap(rt, v); !ok || got != m {
+		t.Errorf("Unwrap = %p, %v; want the wrapped message %p", got, ok, m)
+	}
+	if _, err := rt.RunString(`input.getSegment('PID').getField(5).setComponent(1, 'ROE')`); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := Unwrap(rt, v)
+	if !ok || got == m || !strings.Contains(got.String(), "|ROE^JOHN^Q~") {
+		t.Errorf("Unwrap after an edit = %v, %v", got, ok)
+	}
+}
+
 func TestUnwrapBeforeClassesLoadedIsFalse(t *testing.T) {
 	rt := goja.New()
 	if err := Install(rt); err != nil {
@@ -206,5 +232,39 @@ func TestWrapKeepsNonDefaultDelimiters(t *testing.T) {
 	got := evalJS(t, rt, `const f = w.getSegment('NTE').getField(3); return [w.context.getMsh2(), f.getComponent(1), f.getComponent(2), f.getComponent(1, undefined, 1), w.header.getField(3).toString()]`)
 	if got != `[":!/$","a_b","c","d","SRC"]` {
 		t.Errorf("got %s", got)
+	}
+}
+
+func TestRuntimesInParallel(t *testing.T) {
+	// The compiled program and package state are shared between runtimes;
+	// run with -race.
+	m, err := hl7.Parse(adt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			rt := goja.New()
+			if err := Install(rt); err != nil {
+				done <- err.Error()
+				return
+			}
+			if err := rt.Set("input", Wrap(rt, m)); err != nil {
+				done <- err.Error()
+				return
+			}
+			v, err := rt.RunString(`input.getSegment('PID').getField(5).getComponent(1) + '/' + input.buildAck().getSegment('MSA').toString()`)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			done <- v.String()
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if got := <-done; got != "DOE/MSA|AA|CTRL42|OK" {
+			t.Errorf("runtime %d: %s", i, got)
+		}
 	}
 }

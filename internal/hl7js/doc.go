@@ -33,14 +33,20 @@
 // host objects: Medplum exposes segments, fields and components as real
 // arrays that bots index, map, filter and spread, and goja host objects
 // cannot be arrays. Parsing and validation stay in Go: Hl7Message.parse and
-// Wrap hand the JavaScript side the canonical text (segments joined by CR)
-// that package hl7 produced, and escape decoding, encoding, control ids and
-// dates are Go functions. goja spends about a microsecond per object, so
-// objects split their text only when asked: getSegment('PID') on a
-// 500-segment message creates one segment object, getField(5) one field
-// object, and toString() of an unmodified message returns the text without
-// joining anything. Reading msg.segments (or seg.fields) builds the whole
-// array once, reusing the objects already handed out.
+// Wrap give the JavaScript message the canonical text (segments joined by CR)
+// and an opaque handle to the *hl7.Message, and escape decoding, encoding,
+// control ids and dates are Go functions.
+//
+// goja spends about a microsecond per object or array it creates, and as much
+// again to split a string into an array, so the JavaScript objects stay lazy
+// and ask Go instead: getSegment('PID') on a 500-segment message finds the
+// segment in Go and creates one segment object, getField(5) creates one field
+// object, and getComponent reads the field's text in Go without building the
+// components arrays. toString() of an unmodified message returns its text, and
+// Unwrap of an unmodified message returns the Go message without re-parsing.
+// Reading msg.segments, seg.fields or field.components builds the whole array
+// once, reusing the objects already handed out; from then on the arrays are
+// the truth, as in Medplum.
 //
 // # Differences from Medplum
 //
@@ -60,9 +66,11 @@
 //     (Medplum always writes ^), uses a 20-digit control id (Unix ms plus 7
 //     random digits; Medplum: Date.now()), and throws a TypeError for an
 //     unknown ackCode.
-//   - getSegment(name) and getAllSegments(name) search the segments array
-//     each time, so they see segments pushed onto it directly (Medplum's
-//     name index does not).
+//   - toString() is computed from the current arrays, so it shows direct
+//     edits (msg.segments.push(seg), field.components[0][1] = 'x') that
+//     Medplum's cached strings hide until a setter runs; getSegment(name)
+//     and getAllSegments(name) likewise see segments pushed onto the array
+//     (Medplum's name index does not).
 //   - formatHl7DateTime zero-pads milliseconds (5 ms is ".005", Medplum ".5");
 //     parseHl7DateTime reads the fraction as a decimal fraction of a second
 //     and returns undefined for malformed input instead of a guess.

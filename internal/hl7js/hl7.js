@@ -2,24 +2,29 @@
 // runtime, on first use: the script is a function that receives the Go helpers
 // (package hl7) and returns the classes.
 //
-// Laziness, because goja spends about a microsecond per object: objects built
-// from parsed text keep it under RAW and split it only when asked. A message
-// splits its lines (LINES) and creates a segment object only for the segments
-// a bot touches (KIDS); the same goes for a segment's fields. The arrays Medplum
-// exposes (message.segments, segment.fields, field.components) are accessors
-// on the prototypes that build the full array on first read (SEGS, FIELDS,
-// COMPS), reusing the objects already handed out so that edits made through
-// them are kept. RAW doubles as the toString() cache: a setter clears it on
-// the object and its owners (OWNER chain); the split text survives in
-// LINES/PARTS/COMPS, which every path fills before it can change anything.
-// Hot paths use plain loops: goja's iterators and closures are slow.
+// goja spends about a microsecond per object or array it creates (more for
+// every symbol-keyed property), and as much again to split a string into an
+// array, so objects built from parsed text stay lazy and ask Go instead:
+//
+//   - a parsed message holds its text (SRC) and an opaque handle to the Go
+//     message (GO); getSegment and getAllSegments ask Go which segments match
+//     and create objects only for those, caching them by index (KIDS);
+//   - a segment's FIELDS slot holds its text until the fields array is needed;
+//     getField creates (and caches in KIDS) only the fields asked for;
+//   - a field's COMPS slot holds its text until the components array is
+//     needed; getComponent reads the text in Go.
+//
+// The arrays Medplum exposes (message.segments, segment.fields,
+// field.components) are accessors on the prototypes that build the whole array
+// on first read, reusing the objects already handed out so that edits made
+// through them are kept. toString() is computed from the arrays each time, or
+// is the original text while nothing was built, so it always shows edits,
+// including direct array edits that Medplum's cached strings would hide.
 (function (native) {
   'use strict';
 
-  const RAW = Symbol('hl7.raw');
-  const OWNER = Symbol('hl7.owner');
-  const LINES = Symbol('hl7.lines');
-  const PARTS = Symbol('hl7.parts');
+  const SRC = Symbol('hl7.src');
+  const GO = Symbol('hl7.go');
   const KIDS = Symbol('hl7.kids');
   const SEGS = Symbol('hl7.segments');
   const FIELDS = Symbol('hl7.fields');
@@ -29,12 +34,6 @@
   // delimiter the message did not declare) as "no separator".
   function split(s, sep) {
     return sep === '' ? [s] : s.split(sep);
-  }
-
-  function invalidate(obj) {
-    for (let o = obj; o !== undefined; o = o[OWNER]) {
-      o[RAW] = undefined;
-    }
   }
 
   function encode(value, ctx, keepSub) {
@@ -56,20 +55,43 @@
     return true;
   }
 
-  function isIndex(i, length) {
-    return Number.isInteger(i) && i >= 0 && i < length;
+  // segmentName is Medplum's name of a segment with this text,
+  // fields[0].components[0][0]: the text before the first field (unless
+  // text is already the first field), repetition or component separator.
+  function segmentName(text, ctx, whole = true) {
+    let end = text.length;
+    let i = !whole || ctx.fieldSeparator === '' ? -1 : text.indexOf(ctx.fieldSeparator);
+    if (i >= 0) {
+      end = i;
+    }
+    i = ctx.repetitionSeparator === '' ? -1 : text.indexOf(ctx.repetitionSeparator);
+    if (i >= 0 && i < end) {
+      end = i;
+    }
+    i = ctx.componentSeparator === '' ? -1 : text.indexOf(ctx.componentSeparator);
+    if (i >= 0 && i < end) {
+      end = i;
+    }
+    return end === text.length ? text : text.slice(0, end);
   }
 
-  // cut returns s up to the first sep, if sep is declared.
-  function cut(s, sep) {
-    const i = sep === '' ? -1 : s.indexOf(sep);
-    return i < 0 ? s : s.slice(0, i);
+  // pristine reports whether none of the objects handed out from a lazy
+  // object's cache has built an array (and so maybe been edited).
+  function pristine(kids) {
+    if (kids === undefined) {
+      return true;
+    }
+    for (let i = 0; i < kids.length; i++) {
+      const k = kids[i];
+      if (k !== undefined && !(k instanceof Hl7Segment ? pristineSegment(k) : typeof k[COMPS] === 'string')) {
+        return false;
+      }
+    }
+    return true;
   }
 
-  // fieldName is Medplum's name of a segment whose first field is text:
-  // fields[0].components[0][0].
-  function fieldName(text, ctx) {
-    return cut(cut(text, ctx.repetitionSeparator), ctx.componentSeparator);
+  function pristineSegment(seg) {
+    return typeof seg[FIELDS] === 'string' && pristine(seg[KIDS]);
   }
 
   const ACK_TEXT = {
@@ -104,11 +126,6 @@
     constructor(segments, context = new Hl7Context()) {
       this.context = context;
       this[SEGS] = segments;
-      for (let i = 0; i < segments.length; i++) {
-        if (segments[i] instanceof Hl7Segment) {
-          segments[i][OWNER] = this;
-        }
-      }
     }
 
     get segments() {
@@ -116,7 +133,6 @@
     }
 
     set segments(v) {
-      messageSegments(this);
       this[SEGS] = v;
     }
 
@@ -145,19 +161,15 @@
         }
         return undefined;
       }
-      const lines = this[LINES] ?? (this[LINES] = this[RAW].split('\r'));
       if (typeof index === 'number') {
-        return isIndex(index, lines.length) ? lazySegment(this, index) : undefined;
+        return Number.isInteger(index) ? lazySegment(this, index, undefined) : undefined;
       }
       if (typeof index !== 'string') {
         return undefined;
       }
-      for (let i = 0; i < lines.length; i++) {
-        if (lines[i].startsWith(index) && lineName(lines[i], this.context) === index) {
-          return lazySegment(this, i);
-        }
-      }
-      return undefined;
+      const ctx = this.context;
+      const i = native.find(this[GO], index, ctx.repetitionSeparator, ctx.componentSeparator);
+      return i < 0 ? undefined : lazySegment(this, i, index);
     }
 
     getAllSegments(name) {
@@ -171,28 +183,27 @@
         }
         return out;
       }
-      const lines = this[LINES] ?? (this[LINES] = this[RAW].split('\r'));
       if (typeof name !== 'string') {
         return out;
       }
-      for (let i = 0; i < lines.length; i++) {
-        if (lines[i].startsWith(name) && lineName(lines[i], this.context) === name) {
-          out.push(lazySegment(this, i));
-        }
+      const ctx = this.context;
+      const found = native.findAll(this[GO], name, ctx.repetitionSeparator, ctx.componentSeparator);
+      for (let i = 0; i < found.length; i++) {
+        out.push(lazySegment(this, found[i], name));
       }
       return out;
     }
 
     toString() {
-      if (this[RAW] === undefined) {
-        const segs = messageSegments(this);
-        const parts = [];
-        for (let i = 0; i < segs.length; i++) {
-          parts.push(segs[i].toString());
-        }
-        this[RAW] = parts.join(this.context.segmentSeparator);
+      if (this[SEGS] === undefined && pristine(this[KIDS])) {
+        return this[SRC];
       }
-      return this[RAW];
+      const segs = messageSegments(this);
+      const parts = [];
+      for (let i = 0; i < segs.length; i++) {
+        parts.push(segs[i].toString());
+      }
+      return parts.join(this.context.segmentSeparator);
     }
 
     toJSON() {
@@ -251,8 +262,6 @@
         }
       }
       segs[at] = segment;
-      segment[OWNER] = this;
-      invalidate(this);
       return true;
     }
 
@@ -263,54 +272,50 @@
         err.type = 'entity.parse.failed';
         throw err;
       }
-      return messageFromRaw(r[0], r[1], r[2]);
+      return messageFromGo(r[0], r[1], r[2], r[3]);
     }
   }
 
-  // lineName is the name of the segment a line of wire text would make:
-  // the text before the first field, repetition or component separator.
-  // Written out because JavaScript calls are the expensive part in goja.
-  function lineName(line, ctx) {
-    let end = line.length;
-    const fs = ctx.fieldSeparator;
-    const rs = ctx.repetitionSeparator;
-    const cs = ctx.componentSeparator;
-    let i = fs === '' ? -1 : line.indexOf(fs);
-    if (i >= 0) {
-      end = i;
-    }
-    i = rs === '' ? -1 : line.indexOf(rs);
-    if (i >= 0 && i < end) {
-      end = i;
-    }
-    i = cs === '' ? -1 : line.indexOf(cs);
-    if (i >= 0 && i < end) {
-      end = i;
-    }
-    return end === line.length ? line : line.slice(0, end);
+  function messageFromGo(handle, text, msh1, msh2) {
+    const msg = Object.create(Hl7Message.prototype);
+    msg.context = new Hl7Context('\r', msh1, msh2.charAt(0), msh2.charAt(1), msh2.charAt(2), msh2.charAt(3));
+    msg[GO] = handle;
+    msg[SRC] = text;
+    return msg;
   }
 
   // messageSegments returns msg's segments array, building it on first use.
   function messageSegments(msg) {
     let segs = msg[SEGS];
     if (segs === undefined) {
-      const lines = msg[LINES] ?? msg[RAW].split('\r');
+      const ctx = msg.context;
+      const lines = msg[SRC].split('\r');
+      const names = native.names(msg[GO], ctx.repetitionSeparator, ctx.componentSeparator);
       const kids = msg[KIDS];
       segs = [];
       for (let i = 0; i < lines.length; i++) {
-        segs.push((kids !== undefined && kids[i]) || segmentFromRaw(lines[i], msg.context, msg));
+        segs.push((kids !== undefined && kids[i]) || segmentFromText(lines[i], names[i], ctx));
       }
       msg[SEGS] = segs;
-      msg[LINES] = undefined;
       msg[KIDS] = undefined;
     }
     return segs;
   }
 
-  // lazySegment returns segment i of a message whose array is not built yet.
-  function lazySegment(msg, i) {
+  // lazySegment returns segment i (an integer) of a message whose array is
+  // not built yet, or undefined. name is its name when the caller knows it.
+  function lazySegment(msg, i, name) {
     const kids = msg[KIDS] ?? (msg[KIDS] = []);
-    return kids[i] ?? (kids[i] = segmentFromRaw(msg[LINES][i], msg.context, msg));
+    let seg = kids[i];
+    if (seg === undefined) {
+      const line = native.line(msg[GO], i);
+      if (line === undefined) {
+        return undefined;
+      }
+      const ctx = msg.context;
+      seg = kids[i] = segmentFromText(line, name ?? segmentName(line, ctx), ctx);
+    }
+    return seg;
   }
 
   // ackMessageType mirrors the original MSH-9: ACK, ACK^<trigger> or
@@ -326,31 +331,19 @@
     return trigger ? 'ACK' + cs + trigger : 'ACK';
   }
 
-  function messageFromRaw(text, msh1, msh2) {
-    const msg = Object.create(Hl7Message.prototype);
-    msg.context = new Hl7Context('\r', msh1, msh2.charAt(0), msh2.charAt(1), msh2.charAt(2), msh2.charAt(3));
-    msg[RAW] = text;
-    return msg;
-  }
-
   class Hl7Segment {
     constructor(fields, context = new Hl7Context()) {
       this.context = context;
       if (isStringArray(fields)) {
         const parsed = [];
         for (let i = 0; i < fields.length; i++) {
-          parsed.push(fieldFromRaw(fields[i], context, this));
+          parsed.push(fieldFromText(fields[i], context));
         }
         this[FIELDS] = parsed;
-        this.name = fieldName(fields[0], context);
+        this.name = segmentName(fields[0], context, false);
       } else {
         this[FIELDS] = fields;
         this.name = fields[0].components[0][0];
-        for (let i = 0; i < fields.length; i++) {
-          if (fields[i] instanceof Hl7Field) {
-            fields[i][OWNER] = this;
-          }
-        }
       }
     }
 
@@ -359,7 +352,6 @@
     }
 
     set fields(v) {
-      segmentFields(this);
       this[FIELDS] = v;
     }
 
@@ -387,15 +379,16 @@
     }
 
     toString() {
-      if (this[RAW] === undefined) {
-        const fields = segmentFields(this);
-        const parts = [];
-        for (let i = 0; i < fields.length; i++) {
-          parts.push(fields[i].toString());
-        }
-        this[RAW] = parts.join(this.context.fieldSeparator);
+      const f = this[FIELDS];
+      if (typeof f === 'string' && pristine(this[KIDS])) {
+        return f;
       }
-      return this[RAW];
+      const fields = segmentFields(this);
+      const parts = [];
+      for (let i = 0; i < fields.length; i++) {
+        parts.push(fields[i].toString());
+      }
+      return parts.join(this.context.fieldSeparator);
     }
 
     toJSON() {
@@ -414,14 +407,9 @@
       }
       const fields = segmentFields(this);
       while (fields.length <= at) {
-        fields.push(fieldFromRaw('', this.context, this));
+        fields.push(new Hl7Field([['']], this.context));
       }
-      const f = typeof field === 'string' ? fieldFromRaw(field, this.context, this) : field;
-      fields[at] = f;
-      if (f instanceof Hl7Field) {
-        f[OWNER] = this;
-      }
-      invalidate(this);
+      fields[at] = typeof field === 'string' ? fieldFromText(field, this.context) : field;
       return true;
     }
 
@@ -434,31 +422,29 @@
     }
 
     static parse(text, context = new Hl7Context()) {
-      return segmentFromRaw(text, context, undefined);
+      return segmentFromText(text, segmentName(text, context), context);
     }
   }
 
-  function segmentFromRaw(text, ctx, owner) {
+  function segmentFromText(text, name, ctx) {
     const seg = Object.create(Hl7Segment.prototype);
     seg.context = ctx;
-    seg.name = lineName(text, ctx);
-    seg[RAW] = text;
-    seg[OWNER] = owner;
+    seg.name = name;
+    seg[FIELDS] = text;
     return seg;
   }
 
   // segmentFields returns seg's fields array, building it on first use.
   function segmentFields(seg) {
     let fields = seg[FIELDS];
-    if (fields === undefined) {
-      const parts = seg[PARTS] ?? split(seg[RAW], seg.context.fieldSeparator);
+    if (typeof fields === 'string') {
+      const parts = split(fields, seg.context.fieldSeparator);
       const kids = seg[KIDS];
       fields = [];
       for (let i = 0; i < parts.length; i++) {
-        fields.push((kids !== undefined && kids[i]) || fieldFromRaw(parts[i], seg.context, seg));
+        fields.push((kids !== undefined && kids[i]) || fieldFromText(parts[i], seg.context));
       }
       seg[FIELDS] = fields;
-      seg[PARTS] = undefined;
       seg[KIDS] = undefined;
     }
     return fields;
@@ -466,16 +452,23 @@
 
   // fieldAt is seg.fields[i] without building the whole array.
   function fieldAt(seg, i) {
-    const fields = seg[FIELDS];
-    if (fields !== undefined) {
-      return fields[i];
+    const text = seg[FIELDS];
+    if (typeof text !== 'string') {
+      return text[i];
     }
-    const parts = seg[PARTS] ?? (seg[PARTS] = split(seg[RAW], seg.context.fieldSeparator));
-    if (!isIndex(i, parts.length)) {
-      return Number.isInteger(i) ? undefined : segmentFields(seg)[i]; // keep JS indexing quirks ('3', 1.5)
+    if (!Number.isInteger(i)) {
+      return segmentFields(seg)[i]; // keep JavaScript's indexing quirks ('3', 1.5)
     }
     const kids = seg[KIDS] ?? (seg[KIDS] = []);
-    return kids[i] ?? (kids[i] = fieldFromRaw(parts[i], seg.context, seg));
+    let f = kids[i];
+    if (f === undefined) {
+      const ft = native.field(text, i, seg.context.fieldSeparator);
+      if (ft === undefined) {
+        return undefined;
+      }
+      f = kids[i] = fieldFromText(ft, seg.context);
+    }
+    return f;
   }
 
   class Hl7Field {
@@ -498,12 +491,24 @@
 
     getComponent(component, subcomponent, repetition = 0) {
       const ctx = this.context;
-      let value = (this[COMPS] ?? fieldComponents(this))[repetition][component - 1] ?? '';
+      const text = this[COMPS];
+      if (typeof text === 'string' && Number.isInteger(component) && Number.isInteger(repetition) && (subcomponent === undefined || (Number.isInteger(subcomponent) && subcomponent >= 0))) {
+        // Answer from the text in Go: building the arrays here costs ten
+        // times as much.
+        const v = native.component(text, component, subcomponent ?? -1, repetition, ctx.fieldSeparator, ctx.componentSeparator, ctx.repetitionSeparator, ctx.escapeCharacter, ctx.subcomponentSeparator);
+        if (typeof v === 'string') {
+          return v;
+        }
+        if (v === null) {
+          // Medplum reads components[repetition][component - 1].
+          throw new TypeError("Cannot read properties of undefined (reading '" + (component - 1) + "')");
+        }
+        // undefined: separators Go cannot use; fall back below.
+      }
+      let value = fieldComponents(this)[repetition][component - 1] ?? '';
       if (subcomponent !== undefined) {
         value = split(value, ctx.subcomponentSeparator)[subcomponent] ?? '';
       }
-      // Decode only values holding the escape character: a Go call per
-      // value would dominate the hot path of bots that read messages.
       const e = ctx.escapeCharacter;
       if (typeof value !== 'string' || e === '' || value.indexOf(e) < 0) {
         return value;
@@ -512,16 +517,16 @@
     }
 
     toString() {
-      if (this[RAW] === undefined) {
-        const ctx = this.context;
-        const comps = this[COMPS];
-        const reps = [];
-        for (let i = 0; i < comps.length; i++) {
-          reps.push(comps[i].join(ctx.componentSeparator));
-        }
-        this[RAW] = reps.join(ctx.repetitionSeparator);
+      const comps = this[COMPS];
+      if (typeof comps === 'string') {
+        return comps;
       }
-      return this[RAW];
+      const ctx = this.context;
+      const reps = [];
+      for (let i = 0; i < comps.length; i++) {
+        reps.push(comps[i].join(ctx.componentSeparator));
+      }
+      return reps.join(ctx.repetitionSeparator);
     }
 
     toJSON() {
@@ -549,29 +554,27 @@
         subs[subcomponent] = encode(value, ctx, false);
         comps[repetition][component - 1] = subs.join(ctx.subcomponentSeparator);
       }
-      invalidate(this);
       return true;
     }
 
     static parse(text, context = new Hl7Context()) {
-      return fieldFromRaw(text, context, undefined);
+      return fieldFromText(text, context);
     }
   }
 
-  function fieldFromRaw(text, ctx, owner) {
+  function fieldFromText(text, ctx) {
     const f = Object.create(Hl7Field.prototype);
     f.context = ctx;
-    f[RAW] = text;
-    f[OWNER] = owner;
+    f[COMPS] = text;
     return f;
   }
 
   // fieldComponents returns f's components array, building it on first use.
   function fieldComponents(f) {
     let comps = f[COMPS];
-    if (comps === undefined) {
+    if (typeof comps === 'string') {
       const ctx = f.context;
-      const reps = split(f[RAW], ctx.repetitionSeparator);
+      const reps = split(comps, ctx.repetitionSeparator);
       comps = [];
       for (let i = 0; i < reps.length; i++) {
         comps.push(split(reps[i], ctx.componentSeparator));
@@ -604,7 +607,8 @@
     Hl7Field,
     parseHl7DateTime,
     formatHl7DateTime,
-    messageFromRaw,
+    messageFromGo,
     toString: Hl7Message.prototype.toString,
+    handleOf: (msg) => msg[GO],
   };
 });

@@ -65,8 +65,8 @@ func (st *state) lazy(obj *goja.Object, name string, enumerable goja.Flag) (get,
 }
 
 // Wrap returns m as a JavaScript Hl7Message of rt, for a bot's event.input.
-// The JavaScript message is independent of m: later changes to either are
-// not seen by the other. Wrap panics with a goja exception if the classes
+// JavaScript never changes m (edits are made on the JavaScript objects), but
+// m must not be changed while rt may still read it. Wrap panics with a goja exception if the classes
 // cannot be loaded, which happens only when rt is being interrupted.
 func Wrap(rt *goja.Runtime, m *hl7.Message) goja.Value {
 	st, err := stateOf(rt)
@@ -77,7 +77,7 @@ func Wrap(rt *goja.Runtime, m *hl7.Message) goja.Value {
 		panic(rt.NewGoError(err))
 	}
 	d := m.Delimiters()
-	v, err := st.fromRaw(goja.Undefined(), rt.ToValue(m.String()), rt.ToValue(string(d.Field)), rt.ToValue(d.Encoding()))
+	v, err := st.fromGo(goja.Undefined(), rt.ToValue(&handle{m}), rt.ToValue(m.String()), rt.ToValue(string(d.Field)), rt.ToValue(d.Encoding()))
 	if err != nil {
 		panic(err)
 	}
@@ -86,10 +86,12 @@ func Wrap(rt *goja.Runtime, m *hl7.Message) goja.Value {
 
 // Unwrap returns v as a Go message when v is an Hl7Message of rt (an
 // instance of its class, whether from Wrap, Hl7Message.parse, buildAck or
-// the constructor). It serialises v with Hl7Message.prototype.toString, not
-// v's own toString, and parses the result; ok is false when v is something
-// else, when serialising throws, or when the text is not a valid message
-// (for example a message built without an MSH segment first).
+// the constructor). A message unchanged since Wrap or parse is returned as
+// the Go message behind it; otherwise Unwrap serialises v with
+// Hl7Message.prototype.toString (not v's own toString) and parses the
+// result. ok is false when v is something else, when serialising throws, or
+// when the text is not a valid message (for example a message built without
+// an MSH segment first).
 func Unwrap(rt *goja.Runtime, v goja.Value) (m *hl7.Message, ok bool) {
 	obj, isObj := v.(*goja.Object)
 	if !isObj {
@@ -99,15 +101,21 @@ func Unwrap(rt *goja.Runtime, v goja.Value) (m *hl7.Message, ok bool) {
 	if err != nil || st.classes == nil {
 		return nil, false // the classes were never loaded, so v cannot be one
 	}
-	var s goja.Value
+	var s, h goja.Value
 	if ex := rt.Try(func() {
 		if st.isMessage(obj) {
-			s, err = st.toString(obj)
+			if s, err = st.toString(obj); err == nil {
+				h, err = st.handleOf(goja.Undefined(), obj)
+			}
 		}
 	}); ex != nil || err != nil || s == nil {
 		return nil, false
 	}
-	m, err = hl7.Parse(s.String())
+	text := s.String()
+	if hd, ok := h.Export().(*handle); ok && hd != nil && hd.m != nil && hd.m.String() == text {
+		return hd.m, true // unchanged since it was parsed
+	}
+	m, err = hl7.Parse(text)
 	if err != nil {
 		return nil, false
 	}

@@ -153,6 +153,8 @@ func TestHl7MessageAPI(t *testing.T) {
 		{"setSegment MSH only first", `return [msg.setSegment(1, Hl7Segment.parse('MSH|^~\\&')), msg.setSegment('PID', Hl7Segment.parse('MSH|^~\\&')), msg.setSegment(0, Hl7Segment.parse('MSH|^~\\&|B'))]`, `[false,false,true]`},
 		{"setSegment non-MSH not first", `return [msg.setSegment(0, Hl7Segment.parse('PID|1')), msg.setSegment('MSH', Hl7Segment.parse('PID|1'))]`, `[false,false]`},
 		{"setSegment missing name", `return msg.setSegment('ZZZ', Hl7Segment.parse('ZZZ|1'))`, `false`},
+		{"direct array edits show in toString", `msg.segments.push(Hl7Segment.parse('NTE|1')); msg.getSegment('PID').fields[1] = Hl7Field.parse('2'); msg.getSegment('PID').getField(5).components[0][0] = 'X'; const lines = msg.toString().split('\r'); return [lines[2].startsWith('PID|2||'), lines[2].includes('||X^JOHN^Q~'), lines[lines.length - 1]]`, `[true,true,"NTE|1"]`},
+		{"lazy and built lookups agree", `const a = msg.getAllSegments('OBX'); const b = msg.segments.filter(s => s.name === 'OBX'); return [a.length, a[0] === b[0], a[1] === b[1], msg.getSegment('OBX') === b[0], msg.getSegment(3) === b[0]]`, `[2,true,true,true,true]`},
 		{"edits through a segment invalidate the message", `const s = msg.getSegment('OBX'); msg.toString(); s.setField(5, '80'); return msg.toString().split('\r')[3]`, `"OBX|1|ST|NOTE^Note||80||||||F"`},
 
 		// buildAck.
