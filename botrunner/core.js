@@ -290,10 +290,10 @@
         return (concept.coding ?? []).map(formatCoding).join(', ');
       }
 
-      const profileTypes = new Set(['Patient', 'Practitioner', 'RelatedPerson']);
+      const isProfileType = (t) => t === 'Patient' || t === 'Practitioner' || t === 'RelatedPerson';
 
       function getDisplayString(resource) {
-        if (profileTypes.has(resource.resourceType) && Array.isArray(resource.name) && resource.name.length > 0) {
+        if (isProfileType(resource.resourceType) && Array.isArray(resource.name) && resource.name.length > 0) {
           const name = formatHumanName(resource.name[0]);
           if (name) {
             return name;
