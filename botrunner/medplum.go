@@ -127,6 +127,11 @@ func (x *execution) fhirRequest(call goja.FunctionCall) goja.Value {
 			// The run's time is up (or its caller left): end it as such, not as a failed call.
 			x.stopFor(x.ctx)
 		}
+		// A *url.Error repeats the backend URL, query (and so search parameters) included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		x.throwOutcome(fhir.NewOutcome(http.StatusBadGateway, "FHIR backend request failed: "+err.Error()))
 	}
 	res := x.rt.NewObject()

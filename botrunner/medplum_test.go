@@ -209,6 +209,20 @@ func TestMedplumClientMethods(t *testing.T) {
 	}
 }
 
+func TestUnreachableBackendErrorsLeaveTheURLOut(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens there any more
+	res := runWithBackend(t, httpClient{base: srv.URL}, `export async function handler(medplum: any) {
+  return medplum.search('Patient', { identifier: 'ssn|123-45-6789' });
+}`, 5*time.Second)
+	if res.Outcome != OutcomeError || !strings.HasPrefix(res.Message, "FHIR backend request failed: ") {
+		t.Fatalf("%v %q", res.Outcome, res.Message)
+	}
+	if strings.Contains(res.Message, "6789") || strings.Contains(res.Message, srv.URL) {
+		t.Errorf("message %q repeats the request", res.Message)
+	}
+}
+
 func TestWithoutBackendCallsRejectClearly(t *testing.T) {
 	res := runWithBackend(t, nil, `export async function handler(medplum: any) {
   try { await medplum.readResource('Patient', '1') } catch (e: any) { return [e.message, e.outcome.issue[0].code] }
