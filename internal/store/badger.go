@@ -91,7 +91,8 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// BenchmarkConcurrentCreates: serial, 2 msyncs per create; 32 writers,
 	// about 1.1. So concurrent writers do not pay each other's full sync
 	// cost, but durable write throughput stays bounded by one WAL sync per
-	// transaction.
+	// transaction — which is why Store.Create merges concurrent creates
+	// into one transaction (group.go).
 	opts.SyncWrites = true
 	// Each memtable is an arena of about 1.3x this size; 8 MiB instead of
 	// 64 MiB is ample for small admin records and bounds write-side memory.
