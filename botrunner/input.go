@@ -44,7 +44,8 @@ const (
 	InputHL7                   // x-application/hl7-v2+er7: Input.HL7
 )
 
-// Input is a parsed $execute request body: what the bot receives as event.input.
+// Input is a parsed $execute request body: what the bot receives as event.input. Build it with
+// ParseInput; the runner trusts JSON to be valid and HL7 to be non-nil.
 type Input struct {
 	Kind InputKind
 
