@@ -146,8 +146,26 @@
     async executeBatch(bundle) {
       return request('POST', '', undefined, resourceBody(bundle, false), FHIR_JSON);
     },
-    async executeBot() {
-      return invalid('executeBot is not available inside a bot');
+    async executeBot(idOrIdentifier, body, contentType) {
+      // Runs another bot of the same project, as Medplum's client does: a
+      // POST to $execute by id, or by identifier {system, value}.
+      let path;
+      let query;
+      if (typeof idOrIdentifier === 'string') {
+        path = `Bot/${name(idOrIdentifier, 'bot id')}/$execute`;
+      } else if (idOrIdentifier !== null && typeof idOrIdentifier === 'object' && idOrIdentifier.value) {
+        path = 'Bot/$execute';
+        query = { identifier: `${idOrIdentifier.system ?? ''}|${idOrIdentifier.value}` };
+      } else {
+        invalid('executeBot needs a bot id or an identifier {system, value}');
+      }
+      if (body !== undefined && body !== null && typeof body !== 'string') {
+        body = JSON.stringify(body);
+      }
+      if (body !== undefined && body !== null) {
+        contentType ??= FHIR_JSON;
+      }
+      return request('POST', path, query, body ?? undefined, contentType);
     },
     async get(url) {
       return raw('GET', url);

@@ -185,7 +185,10 @@ func TestMedplumClientMethods(t *testing.T) {
 			`[true,"not-found"]`, "GET /Patient/missing"},
 		{"missing resourceType", `medplum.createResource({} as any)`, "reject: resourceType must be a non-empty string", ""},
 		{"updateResource needs an id", `medplum.updateResource({ resourceType: 'Patient' } as any)`, "reject: resource id must be a non-empty string", ""},
-		{"executeBot", `medplum.executeBot('x', {})`, "reject: executeBot is not available inside a bot", ""},
+		{"executeBot by id", `medplum.executeBot('x', { a: 1 })`, "reject: Not found", `POST /Bot/x/$execute application/fhir+json  {"a":1}`},
+		{"executeBot by identifier", `medplum.executeBot({ system: 'https://b', value: 'echo' }, 'hi', 'text/plain')`, "reject: Not found",
+			"POST /Bot/$execute?identifier=https%3A%2F%2Fb%7Cecho text/plain  hi"},
+		{"executeBot without a bot", `medplum.executeBot(42 as any)`, "reject: executeBot needs a bot id or an identifier {system, value}", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

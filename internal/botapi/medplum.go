@@ -1,23 +1,41 @@
 package botapi
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
 )
+
+// maxBotDepth bounds bots calling bots (medplum.executeBot), so a bot that
+// calls itself ends with a clear error instead of exhausting the runner.
+const maxBotDepth = 5
+
+// depthKey carries how deep in bot-to-bot calls a run is.
+type depthKey struct{}
 
 // medplumClient is what a bot's `medplum` argument calls: FHIR requests to
 // the backend behind the gateway, made as the caller and carrying the run's
-// trace id, so the backend's logs tie them to the bot run.
+// trace id, so the backend's logs tie them to the bot run. Bot operations
+// ($execute of another bot) are answered here, not by the backend.
 type medplumClient struct {
+	api     *API
+	id      *oauth.Identity
 	backend *gateway.Backend
 	traceID string
 }
 
 // Do implements botrunner.MedplumClient.
 func (c medplumClient) Do(ctx context.Context, method, path string, query url.Values, body []byte, contentType string, header http.Header) (int, string, []byte, error) {
+	if botID, ok := executePath(path); ok {
+		return c.executeBot(ctx, botID, query, body, contentType)
+	}
 	h := header.Clone()
 	if h == nil {
 		h = http.Header{}
@@ -30,5 +48,49 @@ func (c medplumClient) Do(ctx context.Context, method, path string, query url.Va
 	if err != nil {
 		return 0, "", nil, err
 	}
+	return resp.Status, resp.Header.Get("Content-Type"), resp.Body, nil
+}
+
+// executePath recognises Bot/{id}/$execute and Bot/$execute.
+func executePath(path string) (botID string, ok bool) {
+	parts := strings.Split(path, "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "Bot" && parts[1] == "$execute":
+		return "", true
+	case len(parts) == 3 && parts[0] == "Bot" && parts[2] == "$execute":
+		id, err := url.PathUnescape(parts[1])
+		return id, err == nil
+	}
+	return "", false
+}
+
+// executeBot runs another bot of the caller's project for a bot, exactly as
+// an HTTP $execute would (same lookup, input parsing, limits and audit),
+// with the same trace id.
+func (c medplumClient) executeBot(ctx context.Context, botID string, query url.Values, body []byte, contentType string) (int, string, []byte, error) {
+	depth, _ := ctx.Value(depthKey{}).(int)
+	if depth >= maxBotDepth {
+		out := fhir.MarshalOutcome(http.StatusBadRequest, fmt.Sprintf("bots may call bots at most %d deep", maxBotDepth))
+		return http.StatusBadRequest, fhir.ContentType, out, nil
+	}
+	ctx = context.WithValue(ctx, depthKey{}, depth+1)
+	target := c.api.o.FHIRBase + "/Bot/$execute"
+	if botID != "" {
+		target = c.api.o.FHIRBase + "/Bot/" + url.PathEscape(botID) + "/$execute"
+	}
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("X-Trace-Id", c.traceID)
+	rec := gateway.NewRecorder()
+	c.api.execute(rec, req, c.id, c.backend, botID)
+	resp := rec.Response()
 	return resp.Status, resp.Header.Get("Content-Type"), resp.Body, nil
 }

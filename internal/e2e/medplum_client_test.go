@@ -54,3 +54,20 @@ func TestBotUsesTheFHIRBackend(t *testing.T) {
 		t.Fatalf("missing patient: %d %s", r.status, r.body)
 	}
 }
+
+// TestBotCallsBot runs medplum.executeBot from inside a bot: the called bot
+// is found in the caller's project, and a bot that calls itself stops at
+// the depth limit with a clear error.
+func TestBotCallsBot(t *testing.T) {
+	s := startStack(t, "")
+	auth := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
+	u := s.gateway + "/fhir/R4/Bot/$execute?identifier=" + url.QueryEscape("https://example.com/bots|caller")
+	r := do(t, "POST", u, "application/json", `{"mode":"echo"}`, auth...)
+	if r.status != 200 || string(r.body) != `{"echoed":{"hello":"from caller"}}` {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	r = do(t, "POST", u, "application/json", `{"mode":"self"}`, auth...)
+	if r.status != 400 || !strings.Contains(string(r.body), "at most 5 deep") {
+		t.Fatalf("self-calling bot: %d %s", r.status, r.body)
+	}
+}

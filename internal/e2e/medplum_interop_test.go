@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"text/template"
 	"time"
 )
 
@@ -120,26 +118,7 @@ func nodeAtLeast(version string, major, minor int) bool {
 // identity provider and backend as startStack.
 func startMedplumStack(t *testing.T) *stack {
 	t.Helper()
-	idp := newIdP(t, map[string]string{
-		"alice-token": `{"sub":"sub-alice","email":"alice@example.com","email_verified":true}`,
-	})
-	be := newBackend(t)
-	cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: idp.URL, Backend: be.URL}
-	cfg.Testdata, _ = filepath.Abs("testdata")
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = template.Must(template.New("caddyfile").Parse(medplumCaddyfile)).Execute(f, cfg)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startCaddy(t, path, cfg.Admin)
-	return &stack{caddyProc: p, gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), idp: idp, backend: be}
+	return startStackWith(t, medplumCaddyfile, "")
 }
 
 // runNode runs one interop script with the given environment. The script

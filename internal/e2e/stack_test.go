@@ -130,6 +130,10 @@ const stackCaddyfile = `{
 				identifier https://example.com/bots|fhirclient
 				source {{.Testdata}}/fhirclient.ts
 			}
+			bot caller {
+				identifier https://example.com/bots|caller
+				source {{.Testdata}}/caller.ts
+			}
 		}
 		project beta {
 			client beta-app {
@@ -157,6 +161,14 @@ http://localhost:{{.Gateway}} {
 
 func startStack(t *testing.T, extra string) *stack {
 	t.Helper()
+	return startStackWith(t, stackCaddyfile, extra)
+}
+
+// startStackWith starts a Caddy from a Caddyfile template (executed with
+// stackConfig), with a loopback identity provider that knows alice-token
+// and bob-token, and a recording loopback FHIR backend.
+func startStackWith(t *testing.T, tmpl, extra string) *stack {
+	t.Helper()
 	idp := newIdP(t, map[string]string{
 		"alice-token": `{"sub":"sub-alice","email":"alice@example.com","email_verified":true}`,
 		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com"}`,
@@ -169,10 +181,13 @@ func startStack(t *testing.T, extra string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := template.Must(template.New("caddyfile").Parse(stackCaddyfile)).Execute(f, cfg); err != nil {
+	err = template.Must(template.New("caddyfile").Parse(tmpl)).Execute(f, cfg)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
 	p := startCaddy(t, path, cfg.Admin)
 	return &stack{caddyProc: p, config: path, gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), idp: idp, backend: be}
 }

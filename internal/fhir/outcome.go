@@ -134,3 +134,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// MarshalOutcome is an OperationOutcome for status as FHIR JSON bytes.
+func MarshalOutcome(status int, text string) []byte {
+	body, _ := json.Marshal(NewOutcome(status, text)) // plain strings: cannot fail
+	return body
+}

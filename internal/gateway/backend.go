@@ -65,7 +65,7 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	req.GetBody = nil
 	b.g.setIdentity(req, b.id)
 
-	rec := &recorder{header: http.Header{}}
+	rec := NewRecorder()
 	if err := b.next(rec, req); err != nil {
 		if b.g.o.ErrorStatus == nil {
 			return nil, fmt.Errorf("backend request: %w", err)
@@ -79,29 +79,34 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	if rec.overflow {
 		return nil, errors.New("backend response exceeds 16 MiB")
 	}
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	return &BackendResponse{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
+	return rec.Response(), nil
 }
 
-// recorder captures a response, bounded.
-type recorder struct {
+// Recorder captures a response in memory, bounded to 16 MiB, for
+// fhirgate's operations that call a handler internally. (httptest's
+// recorder would register a test flag in the Caddy binary.)
+type Recorder struct {
 	header   http.Header
 	status   int
 	body     bytes.Buffer
 	overflow bool
 }
 
-func (r *recorder) Header() http.Header { return r.header }
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{header: http.Header{}} }
 
-func (r *recorder) WriteHeader(status int) {
+// Header implements http.ResponseWriter.
+func (r *Recorder) Header() http.Header { return r.header }
+
+// WriteHeader implements http.ResponseWriter; the first status wins.
+func (r *Recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
 	}
 }
 
-func (r *recorder) Write(p []byte) (int, error) {
+// Write implements http.ResponseWriter.
+func (r *Recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
@@ -113,4 +118,13 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 // Flush lets proxies that flush as they stream write into the recorder.
-func (r *recorder) Flush() {}
+func (r *Recorder) Flush() {}
+
+// Response returns what was recorded.
+func (r *Recorder) Response() *BackendResponse {
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return &BackendResponse{Status: status, Header: r.header, Body: r.body.Bytes()}
+}
