@@ -17,47 +17,6 @@ import (
 // scripts) that drives the gateway with the real @medplum/core MedplumClient.
 const medplumDir = "medplum"
 
-// medplumCaddyfile is the stack's alpha project with the bots the interop
-// scripts call: startStack's template has no hl7ack bot, and Medplum's
-// client only needs one project.
-const medplumCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			client alpha-sub {
-				userinfo_url {{.IdP}}/userinfo
-				use_subject
-			}
-			user alice@example.com {
-				profile Practitioner/alice
-				external_id sub-alice
-				admin
-			}
-			bot echo {
-				identifier https://example.com/bots|echo
-				source {{.Testdata}}/echo.ts
-			}
-			bot hl7ack {
-				identifier https://example.com/bots|hl7ack
-				source {{.Testdata}}/hl7ack.ts
-			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
-	fhirgate {
-		fhir_base /fhir/R4
-	}
-	reverse_proxy {{.Backend}}
-}
-`
 
 var (
 	medplumInstall    sync.Once
@@ -114,11 +73,11 @@ func nodeAtLeast(version string, major, minor int) bool {
 	return gotMajor > major || gotMajor == major && gotMinor >= minor
 }
 
-// startMedplumStack runs Caddy from medplumCaddyfile with the same loopback
-// identity provider and backend as startStack.
+// startMedplumStack runs the standard stack; its alpha project has the
+// echo and hl7ack bots the scripts call.
 func startMedplumStack(t *testing.T) *stack {
 	t.Helper()
-	return startStackWith(t, medplumCaddyfile, "")
+	return startStack(t, "")
 }
 
 // runNode runs one interop script with the given environment. The script

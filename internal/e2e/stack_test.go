@@ -134,6 +134,10 @@ const stackCaddyfile = `{
 				identifier https://example.com/bots|caller
 				source {{.Testdata}}/caller.ts
 			}
+			bot hl7ack {
+				identifier https://example.com/bots|hl7ack
+				source {{.Testdata}}/hl7ack.ts
+			}
 		}
 		project beta {
 			client beta-app {
