@@ -17,7 +17,6 @@ import (
 // scripts) that drives the gateway with the real @medplum/core MedplumClient.
 const medplumDir = "medplum"
 
-
 var (
 	medplumInstall    sync.Once
 	medplumInstallErr error
