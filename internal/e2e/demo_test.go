@@ -108,6 +108,12 @@ func TestDemoWalkthrough(t *testing.T) {
 		t.Fatalf("cli membership list: %v\n%s", err, out)
 	}
 
+	// Validating the live config meets the store's lock, and says so.
+	out, err = d.cli("validate", "--config", d.config)
+	if err == nil || !strings.Contains(out, "is locked by another fhirgate/caddy process") {
+		t.Fatalf("caddy validate against the running store: %v\n%s", err, out)
+	}
+
 	// A reload keeps the store, the records made at run time, and the
 	// tokens issued before it.
 	if out, err := d.cli("reload", "--config", d.config, "--address", d.adminAddr, "--force"); err != nil {
