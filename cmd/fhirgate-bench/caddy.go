@@ -245,33 +245,54 @@ func (p *caddyProc) logTail() string {
 	return string(data)
 }
 
-// rssMiB reads the resident set size of pid from /proc.
-func rssMiB(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading process status: %w", err)
-	}
-	return parseVmRSS(string(data))
+// memStatus is a process's resident memory in MiB: in total, anonymous
+// (Go heap, goroutine stacks, off-heap allocations) and file-backed (for
+// Caddy mostly Badger's memory-mapped tables and value logs, which the
+// kernel can drop at will).
+type memStatus struct {
+	RSS  float64 `json:"rss_mib"`
+	Anon float64 `json:"anon_mib"`
+	File float64 `json:"file_mib"`
 }
 
-// parseVmRSS extracts VmRSS (in kB) from /proc/<pid>/status, in MiB.
-func parseVmRSS(status string) (float64, error) {
+// readMem reads pid's memory from /proc.
+func readMem(pid int) (memStatus, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memStatus{}, fmt.Errorf("reading process status: %w", err)
+	}
+	return parseMem(string(data))
+}
+
+// parseMem extracts VmRSS, RssAnon and RssFile (in kB) from
+// /proc/<pid>/status, in MiB. VmRSS is required.
+func parseMem(status string) (memStatus, error) {
+	var m memStatus
+	fields := map[string]*float64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
+	found := false
 	for line := range strings.Lines(status) {
-		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		into, ok := fields[f[0]]
 		if !ok {
 			continue
 		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("parsing VmRSS line %q", strings.TrimSpace(line))
+		if len(f) != 3 || f[2] != "kB" {
+			return memStatus{}, fmt.Errorf("parsing %q", strings.TrimSpace(line))
 		}
-		kb, err := strconv.ParseFloat(f[0], 64)
+		kb, err := strconv.ParseFloat(f[1], 64)
 		if err != nil {
-			return 0, fmt.Errorf("parsing VmRSS line %q: %w", strings.TrimSpace(line), err)
+			return memStatus{}, fmt.Errorf("parsing %q: %w", strings.TrimSpace(line), err)
 		}
-		return kb / 1024, nil
+		*into = kb / 1024
+		found = found || f[0] == "VmRSS:"
 	}
-	return 0, errors.New("no VmRSS line in process status")
+	if !found {
+		return memStatus{}, errors.New("no VmRSS line in process status")
+	}
+	return m, nil
 }
 
 // deployBot deploys code to a bot through fhirgate's admin API.
@@ -298,7 +319,16 @@ func (p *caddyProc) deployBot(ctx context.Context, id, filename, code string) er
 // cpuProfile fetches a CPU profile of Caddy from its admin API's pprof
 // endpoint, covering the next secs seconds, into path.
 func (p *caddyProc) cpuProfile(ctx context.Context, secs int, path string) error {
-	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.sites.admin, secs)
+	return p.fetchProfile(ctx, fmt.Sprintf("profile?seconds=%d", secs), path)
+}
+
+// heapProfile saves Caddy's heap profile (in use and allocated) into path.
+func (p *caddyProc) heapProfile(ctx context.Context, path string) error {
+	return p.fetchProfile(ctx, "heap?gc=1", path)
+}
+
+func (p *caddyProc) fetchProfile(ctx context.Context, query, path string) error {
+	u := "http://" + p.sites.admin + "/debug/pprof/" + query
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("profiling caddy: %w", err)

@@ -46,16 +46,17 @@ func parseStatCPU(stat string) (time.Duration, error) {
 }
 
 // cpuWindow measures a process's CPU time between two instants: the start
-// of the measured window and its end (or, for count-limited runs, the
-// moment finish is called). Each reading is made by a timer goroutine and
-// published by closing a channel, so no lock is needed.
+// of the measured window and its end, or the moment finish is called if
+// that is earlier (count-limited runs stop before their time cap). Each
+// reading is published by closing a channel, so no lock is needed.
 type cpuWindow struct {
 	pid        int
 	start, end time.Duration
 	startErr   error
 	endErr     error
 	started    chan struct{}
-	ended      chan struct{} // nil for count-limited runs
+	endTimer   *time.Timer   // nil without a time limit
+	ended      chan struct{} // closed by endTimer
 }
 
 func newCPUWindow(pid int, startAt, endAt time.Time) *cpuWindow {
@@ -70,7 +71,7 @@ func newCPUWindow(pid int, startAt, endAt time.Time) *cpuWindow {
 	})
 	if !endAt.IsZero() {
 		w.ended = make(chan struct{})
-		time.AfterFunc(time.Until(endAt), func() {
+		w.endTimer = time.AfterFunc(time.Until(endAt), func() {
 			<-w.started
 			w.end, w.endErr = processCPU(pid)
 			close(w.ended)
@@ -79,15 +80,15 @@ func newCPUWindow(pid int, startAt, endAt time.Time) *cpuWindow {
 	return w
 }
 
-// finish returns the CPU seconds of the window. For a timed run it is
-// called once the workers stopped, which they do at the end instant, so
-// the wait for the end reading is short.
+// finish returns the CPU seconds of the window. It is called once the
+// workers stopped: at the time limit (then the end reading is made or about
+// to be) or earlier, when the request count was reached.
 func (w *cpuWindow) finish() (float64, error) {
 	if w.pid == 0 {
 		return 0, nil
 	}
 	<-w.started
-	if w.ended != nil {
+	if w.endTimer != nil && !w.endTimer.Stop() {
 		<-w.ended
 	} else {
 		w.end, w.endErr = processCPU(w.pid)

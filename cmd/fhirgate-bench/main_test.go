@@ -275,12 +275,15 @@ func TestExecuteUnavailable(t *testing.T) {
 
 func TestParsers(t *testing.T) {
 	t.Run("VmRSS", func(t *testing.T) {
-		got, err := parseVmRSS("Name:\tcaddy\nVmPeak:\t 900000 kB\nVmRSS:\t   71680 kB\nRssAnon:\t 1 kB\n")
-		if err != nil || got != 70 {
-			t.Errorf("parseVmRSS = %v, %v; want 70 MiB", got, err)
+		got, err := parseMem("Name:\tcaddy\nVmPeak:\t 900000 kB\nVmRSS:\t   71680 kB\nRssAnon:\t 51200 kB\nRssFile:\t 20480 kB\n")
+		if want := (memStatus{RSS: 70, Anon: 50, File: 20}); err != nil || got != want {
+			t.Errorf("parseMem = %+v, %v; want %+v", got, err, want)
 		}
-		if _, err := parseVmRSS("Name:\tzombie\n"); err == nil {
-			t.Error("parseVmRSS without VmRSS succeeded")
+		if _, err := parseMem("Name:\tzombie\n"); err == nil {
+			t.Error("parseMem without VmRSS succeeded")
+		}
+		if _, err := parseMem("VmRSS:\t12 MB\n"); err == nil {
+			t.Error("parseMem accepted a unit other than kB")
 		}
 	})
 	t.Run("CPU model", func(t *testing.T) {
@@ -360,6 +363,9 @@ func TestLoadgenCountsFailures(t *testing.T) {
 	res, err := runLoad(context.Background(), loadSpec{
 		Requests:    []requestSpec{{URL: srv.URL + "/x?n={seq}"}},
 		Concurrency: 1, MaxRequests: 30, ServerPID: os.Getpid(),
+		// The time cap must not hold a count-limited run (nor its CPU
+		// reading) until it expires.
+		Duration: duration(time.Hour),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -401,5 +407,32 @@ func TestSeedStoreIsReadableThroughIndexes(t *testing.T) {
 		if err != nil || b.ID != botID(i) {
 			t.Fatalf("bot %d: %v, %v", i, b, err)
 		}
+	}
+}
+
+func TestSoakLevelsIgnoreSpikes(t *testing.T) {
+	series := func(v ...float64) []rssSample {
+		out := make([]rssSample, len(v))
+		for i, x := range v {
+			out[i] = rssSample{Seconds: float64(i), memStatus: memStatus{RSS: x}}
+		}
+		return out
+	}
+	tests := []struct {
+		name       string
+		samples    []rssSample
+		start, end float64
+	}{
+		{"one spike in each window is ignored", series(100, 250, 100, 105, 99, 101, 100, 98, 102, 100, 99, 101, 100, 240, 101), 100, 101},
+		{"a steady leak shows", series(100, 110, 120, 130, 140, 150, 160, 170, 180, 190, 200, 210, 220, 230, 240), 110, 230},
+		{"too few samples for fifths", series(100, 120), 100, 120},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start, end := soakLevels(tt.samples)
+			if start != tt.start || end != tt.end {
+				t.Errorf("soakLevels = %v, %v; want %v, %v", start, end, tt.start, tt.end)
+			}
+		})
 	}
 }
