@@ -102,8 +102,8 @@ func runNode(t *testing.T, script string, env []string) {
 // TestMedplumClientInterop is issue 5 item 6: the real @medplum/core
 // MedplumClient, pinned in medplum/package-lock.json, against the real Caddy
 // with fhirgate — token exchange and /auth/me, executeBot by id and by
-// identifier with every content type, the errors the client surfaces, and a
-// Medplum-style HL7 bot.
+// identifier with every content type, the errors the client surfaces, a
+// Medplum-style HL7 bot, and an async run polled to completion.
 func TestMedplumClientInterop(t *testing.T) {
 	needMedplumClient(t)
 	s := startMedplumStack(t)
@@ -125,6 +125,7 @@ func TestMedplumClientInterop(t *testing.T) {
 		{"executeBot content types", "execute.mjs"},
 		{"errors", "errors.mjs"},
 		{"Medplum-style HL7 bot", "hl7ack.mjs"},
+		{"async executeBot with pollStatusOnAccepted", "async.mjs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
