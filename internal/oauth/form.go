@@ -41,8 +41,8 @@ func readForm(r *http.Request) (form, *Error) {
 	return parseForm(string(body))
 }
 
-// parseForm decodes a form body; exported to the fuzzer through readForm's
-// tests.
+// parseForm decodes a form body, refusing repeated parameters and invalid
+// UTF-8.
 func parseForm(body string) (form, *Error) {
 	values, err := url.ParseQuery(body)
 	if err != nil {
