@@ -57,10 +57,11 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 	traceID := traceIDOf(r)
 	started := time.Now()
 	req := botrunner.Request{
-		CacheKey: key,
-		Code:     code,
-		Filename: bot.ExecutableCode.Title,
-		BotID:    bot.ID,
+		CacheKey:      key,
+		Code:          code,
+		Filename:      bot.ExecutableCode.Title,
+		BotID:         bot.ID,
+		MaxConcurrent: bot.MaxConcurrent,
 		Event: botrunner.Event{
 			Bot:         botrunner.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name},
 			ContentType: r.Header.Get("Content-Type"),

@@ -23,7 +23,14 @@ type Bot struct {
 	// on-error or on-output.
 	AuditEventTrigger string           `json:"auditEventTrigger,omitempty"`
 	Secret            []ProjectSetting `json:"secret,omitempty"`
+	// MaxConcurrent bounds this bot's simultaneous runs, within the
+	// gateway's global bound; 0 means only the global bound applies.
+	// fhirgate extension (Medplum's Bot has no such field).
+	MaxConcurrent int `json:"maxConcurrent,omitempty"`
 }
+
+// MaxBotConcurrency is the largest Bot.MaxConcurrent.
+const MaxBotConcurrency = 10000
 
 // MaxBotTimeout is the largest Bot.Timeout, in seconds.
 const MaxBotTimeout = 900
@@ -49,6 +56,9 @@ func (b *Bot) validate() error {
 	}
 	if b.Timeout < 0 || b.Timeout > MaxBotTimeout {
 		return invalid("timeout", fmt.Sprintf("%d is not between 0 and %d seconds", b.Timeout, MaxBotTimeout))
+	}
+	if b.MaxConcurrent < 0 || b.MaxConcurrent > MaxBotConcurrency {
+		return invalid("maxConcurrent", fmt.Sprintf("%d is not between 0 and %d", b.MaxConcurrent, MaxBotConcurrency))
 	}
 	if b.SourceCode != nil && b.SourceCode.URL != "" {
 		if _, _, err := checkReference("sourceCode.url", b.SourceCode.URL, "Binary"); err != nil {
