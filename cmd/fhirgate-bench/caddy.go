@@ -76,6 +76,7 @@ type caddyConfig struct {
 	declaredUsers int    // users user0..user<n-1> declared in the Caddyfile
 	echoBotSource string // path of the echo bot, declared when set
 	respondBody   string // body of the respond site
+	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
 }
 
 // caddyfile renders the config. Access logs stay off (Caddy's default) so
@@ -90,6 +91,9 @@ func (c caddyConfig) caddyfile() string {
 	w("\tfhirgate {")
 	w("\t\tstorage_dir %s", c.storageDir)
 	w("\t\tissuer http://%s", c.sites.gateway)
+	if c.botIsolation != "" {
+		w("\t\tbot_isolation %s", c.botIsolation)
+	}
 	w("\t\tproject %s {", benchProject)
 	w("\t\t\tname %s", benchProject)
 	w("\t\t\tclient %s {", benchClient)
@@ -216,19 +220,24 @@ func (p *caddyProc) waitReady(ctx context.Context) error {
 	return fmt.Errorf("caddy did not become ready in 90s:\n%s", p.logTail())
 }
 
-// stop asks Caddy to exit and kills it if it has not within 10 seconds.
+// stop asks Caddy to exit and kills it if it has not within 10 seconds,
+// then kills any bot worker of it still running.
 func (p *caddyProc) stop() {
 	select {
 	case <-p.done:
 		return
 	default:
 	}
+	tree, _ := processTree(p.pid())
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
+	}
+	if len(tree) > 1 {
+		killLeftovers(tree[1:])
 	}
 }
 
@@ -249,19 +258,89 @@ func (p *caddyProc) logTail() string {
 // (Go heap, goroutine stacks, off-heap allocations) and file-backed (for
 // Caddy mostly Badger's memory-mapped tables and value logs, which the
 // kernel can drop at will).
+//
+// Workers and WorkersRSS are caddy's child processes (bot workers) and the
+// sum of their VmRSS, which counts the binary's shared pages once per
+// worker. TreePSS is the proportional set size of caddy and its workers
+// together (shared pages split between the processes sharing them): the
+// gateway's real footprint.
 type memStatus struct {
-	RSS  float64 `json:"rss_mib"`
-	Anon float64 `json:"anon_mib"`
-	File float64 `json:"file_mib"`
+	RSS        float64 `json:"rss_mib"`
+	Anon       float64 `json:"anon_mib"`
+	File       float64 `json:"file_mib"`
+	Workers    int     `json:"workers"`
+	WorkersRSS float64 `json:"workers_rss_mib"`
+	TreePSS    float64 `json:"tree_pss_mib"`
 }
 
-// readMem reads pid's memory from /proc.
+// readMem reads the memory of pid and of its descendants from /proc.
 func readMem(pid int) (memStatus, error) {
+	m, err := readProcMem(pid)
+	if err != nil {
+		return memStatus{}, err
+	}
+	tree, err := processTree(pid)
+	if err != nil {
+		return memStatus{}, err
+	}
+	for i, p := range tree {
+		pss, err := readPSS(p.pid)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		m.TreePSS += pss
+		if i == 0 {
+			continue
+		}
+		w, err := readProcMem(p.pid)
+		if err != nil {
+			continue
+		}
+		m.Workers++
+		m.WorkersRSS += w.RSS
+	}
+	return m, nil
+}
+
+// readPSS reads a process's proportional set size in MiB.
+func readPSS(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading smaps_rollup: %w", err)
+	}
+	return parseKBLine(string(data), "Pss:")
+}
+
+// parseKBLine returns the value in MiB of the "<key> <n> kB" line.
+func parseKBLine(text, key string) (float64, error) {
+	for line := range strings.Lines(text) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == key && f[2] == "kB" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing %q: %w", strings.TrimSpace(line), err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s line", key)
+}
+
+func readProcMem(pid int) (memStatus, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return memStatus{}, fmt.Errorf("reading process status: %w", err)
 	}
 	return parseMem(string(data))
+}
+
+// describe renders the breakdown for a table row.
+func (m memStatus) describe() string {
+	s := fmt.Sprintf("anon %.0f, file %.0f MiB", m.Anon, m.File)
+	if m.Workers > 0 {
+		s += fmt.Sprintf("; %d bot workers: RSS %.0f MiB, with caddy PSS %.0f MiB", m.Workers, m.WorkersRSS, m.TreePSS)
+	}
+	return s
 }
 
 // parseMem extracts VmRSS, RssAnon and RssFile (in kB) from

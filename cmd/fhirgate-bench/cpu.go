@@ -2,50 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 )
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times; it is 100 on
-// every Linux architecture Go supports.
-const clockTicks = 100
-
-// processCPU returns the user+system CPU time of pid.
-func processCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading process CPU time: %w", err)
-	}
-	return parseStatCPU(string(data))
-}
-
-// parseStatCPU reads utime and stime (fields 14 and 15) of a
-// /proc/<pid>/stat line. The command name (field 2) may hold spaces and
-// parentheses, so fields are counted after its closing parenthesis.
-func parseStatCPU(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("parsing process stat: no command name")
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0, errors.New("parsing process stat: too few fields")
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing process stat: %w", err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
-}
-
-// cpuWindow measures a process's CPU time between two instants: the start
+// cpuWindow measures a process tree's CPU time between two instants: the start
 // of the measured window and its end, or the moment finish is called if
 // that is earlier (count-limited runs stop before their time cap). Each
 // reading is published by closing a channel, so no lock is needed.
@@ -66,14 +26,14 @@ func newCPUWindow(pid int, startAt, endAt time.Time) *cpuWindow {
 		return w
 	}
 	time.AfterFunc(time.Until(startAt), func() {
-		w.start, w.startErr = processCPU(pid)
+		w.start, w.startErr = treeCPU(pid)
 		close(w.started)
 	})
 	if !endAt.IsZero() {
 		w.ended = make(chan struct{})
 		w.endTimer = time.AfterFunc(time.Until(endAt), func() {
 			<-w.started
-			w.end, w.endErr = processCPU(pid)
+			w.end, w.endErr = treeCPU(pid)
 			close(w.ended)
 		})
 	}
@@ -91,7 +51,7 @@ func (w *cpuWindow) finish() (float64, error) {
 	if w.endTimer != nil && !w.endTimer.Stop() {
 		<-w.ended
 	} else {
-		w.end, w.endErr = processCPU(w.pid)
+		w.end, w.endErr = treeCPU(w.pid)
 	}
 	if err := errors.Join(w.startErr, w.endErr); err != nil {
 		return 0, err

@@ -32,6 +32,7 @@ type harness struct {
 	profileDir string // when set, Caddy CPU profiles are saved here
 	nonce      string // makes this run's subject tokens unique
 	specs      int    // load specs written so far
+	isolation  string // bot_isolation for every instance; "" keeps the default
 	log        io.Writer
 }
 
@@ -100,8 +101,8 @@ func (h *harness) load(ctx context.Context, p *caddyProc, profile string, spec l
 	if err := parseLoadResult(out, &res); err != nil {
 		return nil, err
 	}
-	h.logf("  %-28s %8.0f/s  p50 %.2fms  p99 %.2fms  caddy CPU %.0fµs/req  errors %d",
-		profile, res.Throughput, res.P50Ms, res.P99Ms, res.ServerCPUPerRequestUs, res.errors())
+	h.logf("  %-28s %8.0f/s  p50 %.2fms  p99 %.2fms  caddy CPU %.0fµs/req  errors %d  throttled %d",
+		profile, res.Throughput, res.P50Ms, res.P99Ms, res.ServerCPUPerRequestUs, res.errors(), res.Throttled)
 	for _, s := range res.ErrorSamples {
 		h.logf("    error sample: %s", oneLine(s, 200))
 	}
@@ -272,7 +273,7 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 	}
 	cfg := caddyConfig{
 		sites: s, storageDir: storeDir, backend: h.backend.addr, idp: h.idp.addr,
-		declaredUsers: declared, respondBody: echoInput,
+		declaredUsers: declared, respondBody: echoInput, botIsolation: h.isolation,
 	}
 	if echoBot {
 		cfg.echoBotSource = filepath.Join(dir, "echo.js")

@@ -61,8 +61,11 @@ type loadResult struct {
 	MaxMs       float64 `json:"max_ms"`
 	MeanMs      float64 `json:"mean_ms"`
 	// Non2xx and TransportErrors count the whole run, warmup included: a
-	// failed request is a failure whenever it happens.
+	// failed request is a failure whenever it happens. Throttled are the
+	// 429s among Non2xx: admission control shedding the deliberate overload
+	// of a closed loop (the bot runner's queue), reported but not failures.
 	Non2xx          uint64            `json:"non_2xx"`
+	Throttled       uint64            `json:"throttled_429"`
 	TransportErrors uint64            `json:"transport_errors"`
 	Status          map[string]uint64 `json:"status"`
 	MeanBodyBytes   float64           `json:"mean_body_bytes"`
@@ -73,8 +76,9 @@ type loadResult struct {
 	ErrorSamples          []string `json:"error_samples,omitempty"`
 }
 
-// errors returns all failed requests.
-func (r loadResult) errors() uint64 { return r.Non2xx + r.TransportErrors }
+// errors returns the failed requests: transport errors and non-2xx
+// answers other than 429.
+func (r loadResult) errors() uint64 { return r.Non2xx - r.Throttled + r.TransportErrors }
 
 // duration is a time.Duration that reads and writes as "1.5s" in JSON.
 type duration time.Duration
@@ -196,6 +200,7 @@ type loadRun struct {
 	endAt      time.Time // zero: no time limit
 	timeout    time.Duration
 	non2xx     atomic.Uint64
+	throttled  atomic.Uint64
 	transport  atomic.Uint64
 	samplesMu  sync.Mutex
 	samples    []string
@@ -281,6 +286,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 		MaxMs:           ms(total.max),
 		MeanMs:          ms(total.mean()),
 		Non2xx:          run.non2xx.Load(),
+		Throttled:       run.throttled.Load(),
 		TransportErrors: run.transport.Load(),
 		Status:          map[string]uint64{},
 		ErrorSamples:    run.samples,
@@ -347,6 +353,9 @@ func (run *loadRun) worker(ctx context.Context, w int) (*histogram, uint64, time
 			}
 			run.fail(&run.transport, err.Error())
 		case status < 200 || status > 299:
+			if status == http.StatusTooManyRequests {
+				run.throttled.Add(1)
+			}
 			run.fail(&run.non2xx, fmt.Sprintf("HTTP %d: %s", status, sample))
 		}
 		if status != 0 {

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string) int {
 	measure := fs.Duration("d", 0, "override the measured duration of each load run")
 	soak := fs.Duration("soak", 0, "override the soak duration")
 	keep := fs.Bool("keep", false, "keep the temporary directory (Caddyfiles, logs, stores)")
+	isolation := fs.String("bot-isolation", "", "fhirgate bot_isolation for every Caddy: process or inprocess (default: fhirgate's default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -84,6 +85,7 @@ func run(ctx context.Context, args []string) int {
 	if *short {
 		mode = "short"
 	}
+	set.BotIsolation = *isolation
 	rep, err := bench(ctx, set, mode, want, *profile, *keep)
 	if rep != nil {
 		if werr := rep.writeTable(os.Stdout); werr != nil {
@@ -160,7 +162,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}()
 	selected := func(id int) bool { return want == nil || slices.Contains(want, id) }
 
-	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, log: os.Stderr}
+	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, isolation: set.BotIsolation, log: os.Stderr}
 	var err error
 	if h.root, err = repoRoot(ctx); err != nil {
 		return rep, err

@@ -235,6 +235,7 @@ func TestFailedRequestsCountOnlyRunsThatRan(t *testing.T) {
 	rep := &report{Scenarios: []*scenario{
 		{ID: 1, Measurements: []*measurement{{Load: &loadResult{Non2xx: 2}}, {Load: &loadResult{TransportErrors: 1}}}},
 		{ID: 3, Measurements: []*measurement{{Unavailable: "$execute answered HTTP 404"}}},
+		{ID: 3, Measurements: []*measurement{{Load: &loadResult{Non2xx: 7, Throttled: 7}}}},
 		{ID: 4, Measurements: []*measurement{{Value: 170, Unit: "MB/s"}}},
 	}}
 	if got := rep.failedRequests(); got != 3 {
@@ -286,6 +287,15 @@ func TestParsers(t *testing.T) {
 			t.Error("parseMem accepted a unit other than kB")
 		}
 	})
+	t.Run("PSS", func(t *testing.T) {
+		got, err := parseKBLine("55d0-7ffe ---p 00000000 00:00 0 [rollup]\nRss:  80000 kB\nPss:  20480 kB\n", "Pss:")
+		if err != nil || got != 20 {
+			t.Errorf("parseKBLine = %v, %v; want 20 MiB", got, err)
+		}
+		if _, err := parseKBLine("Rss: 1 kB\n", "Pss:"); err == nil {
+			t.Error("parseKBLine found a missing key")
+		}
+	})
 	t.Run("CPU model", func(t *testing.T) {
 		in := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n"
 		if got := parseCPUModel(strings.NewReader(in)); got != "AMD EPYC 7B13" {
@@ -310,15 +320,22 @@ func TestParsers(t *testing.T) {
 			}
 		}
 	})
-	t.Run("process CPU", func(t *testing.T) {
+	t.Run("process stat", func(t *testing.T) {
 		// Field 2 may contain spaces and parentheses.
-		stat := "4242 (caddy (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 0 0"
-		got, err := parseStatCPU(stat)
-		if err != nil || got != 3*time.Second {
-			t.Errorf("parseStatCPU = %v, %v; want 3s", got, err)
+		stat := "4242 (caddy (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 30 20 20 0 12 0 98765 0 0"
+		got, err := parseStat(stat)
+		want := procStat{pid: 4242, ppid: 1, cpu: 3500 * time.Millisecond, start: 98765}
+		if err != nil || got != want {
+			t.Errorf("parseStat = %+v, %v; want %+v", got, err, want)
 		}
-		if _, err := parseStatCPU("4242 (caddy) S 1"); err == nil {
-			t.Error("parseStatCPU of a short line succeeded")
+		if _, err := parseStat("4242 (caddy) S 1"); err == nil {
+			t.Error("parseStat of a short line succeeded")
+		}
+	})
+	t.Run("own process tree", func(t *testing.T) {
+		tree, err := processTree(os.Getpid())
+		if err != nil || len(tree) == 0 || tree[0].pid != os.Getpid() || tree[0].ppid != os.Getppid() {
+			t.Errorf("processTree = %+v, %v", tree, err)
 		}
 	})
 	t.Run("only", func(t *testing.T) {

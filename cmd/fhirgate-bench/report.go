@@ -143,8 +143,12 @@ func (r *report) writeTable(w io.Writer) error {
 	if r.Machine.Node != "" {
 		fmt.Fprintf(w, ", node %s", r.Machine.Node)
 	}
-	fmt.Fprintf(w, "\nconcurrency %d; each load run measures %s after %s of warmup; total %.0fs; load average %s at start, %s at end\n\n",
-		r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), r.Seconds,
+	isolation := r.Settings.BotIsolation
+	if isolation == "" {
+		isolation = "fhirgate's default"
+	}
+	fmt.Fprintf(w, "\nbot_isolation %s; concurrency %d; each load run measures %s after %s of warmup; total %.0fs; load average %s at start, %s at end\n\n",
+		isolation, r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), r.Seconds,
 		r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
 	rows := [][]string{{"scenario", "throughput", "p50", "p99", "caddy CPU/req", "errors", "ratio / target", "result"}}
 	for _, s := range r.Scenarios {
@@ -214,8 +218,12 @@ func (m *measurement) row() []string {
 		if l.ServerCPUPerRequestUs > 0 {
 			cpu = fmt.Sprintf("%.0fµs", l.ServerCPUPerRequestUs)
 		}
+		errs := strconv.FormatUint(l.errors(), 10)
+		if l.Throttled > 0 {
+			errs += fmt.Sprintf(" (+%d×429)", l.Throttled)
+		}
 		return []string{m.Name, fmt.Sprintf("%.0f/s", l.Throughput), fmt.Sprintf("%.2fms", l.P50Ms),
-			fmt.Sprintf("%.2fms", l.P99Ms), cpu, strconv.FormatUint(l.errors(), 10), "", ""}
+			fmt.Sprintf("%.2fms", l.P99Ms), cpu, errs, "", ""}
 	default:
 		return []string{m.Name, formatValue(m.Value, m.Unit), "", "", "", "", "", ""}
 	}

@@ -22,6 +22,8 @@ type settings struct {
 	GrowthBots  [2]int `json:"growth_bots"`
 	// HL7 is how long each HL7 parser runs.
 	HL7 duration `json:"hl7"`
+	// BotIsolation is fhirgate's bot_isolation; "" is its default.
+	BotIsolation string `json:"bot_isolation,omitempty"`
 }
 
 func defaultSettings(short bool) settings {
