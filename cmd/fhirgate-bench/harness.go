@@ -109,6 +109,49 @@ func (h *harness) load(ctx context.Context, p *caddyProc, profile string, spec l
 	return &res, nil
 }
 
+// namedLoad is one side of a comparison.
+type namedLoad struct {
+	p       *caddyProc
+	profile string
+	spec    loadSpec
+}
+
+// compare measures two loads whose ratio is a target. With two rounds it
+// runs them A, B, B, A, each for half the measured duration, and merges the
+// halves, so a drift of the machine during the comparison (other work
+// starting or stopping) weighs on both sides alike.
+func (h *harness) compare(ctx context.Context, a, b namedLoad) (*loadResult, *loadResult, error) {
+	order := []int{0, 1}
+	if h.set.Rounds > 1 {
+		order = []int{0, 1, 1, 0}
+	}
+	loads := [2]namedLoad{a, b}
+	var parts [2][]*loadResult
+	for k, i := range order {
+		l := loads[i]
+		spec := l.spec
+		spec.Duration = duration(time.Duration(spec.Duration) * 2 / time.Duration(len(order)))
+		name := l.profile
+		if len(order) > 2 {
+			name = fmt.Sprintf("%s-%d", l.profile, k/2+1)
+		}
+		r, err := h.load(ctx, l.p, name, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		parts[i] = append(parts[i], r)
+	}
+	ra, err := mergeResults(parts[0]...)
+	if err != nil {
+		return nil, nil, err
+	}
+	rb, err := mergeResults(parts[1]...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ra, rb, nil
+}
+
 // parseLoadResult decodes the loadgen's output, rejecting anything that is
 // not one complete result.
 func parseLoadResult(out []byte, res *loadResult) error {

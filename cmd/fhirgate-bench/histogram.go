@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"time"
@@ -119,4 +120,39 @@ func (h *histogram) quantile(q float64) time.Duration {
 		}
 	}
 	return h.max
+}
+
+// histogramJSON is a histogram as the loadgen prints it: the non-empty
+// buckets as [index, count] pairs plus the exact extremes and sum, enough
+// for the parent to merge runs exactly.
+type histogramJSON struct {
+	Buckets [][2]uint64 `json:"buckets"`
+	MinNs   int64       `json:"min_ns"`
+	MaxNs   int64       `json:"max_ns"`
+	SumNs   float64     `json:"sum_ns"`
+}
+
+func (h *histogram) export() histogramJSON {
+	out := histogramJSON{MinNs: int64(h.min), MaxNs: int64(h.max), SumNs: h.sum}
+	for i, c := range h.counts {
+		if c > 0 {
+			out.Buckets = append(out.Buckets, [2]uint64{uint64(i), c})
+		}
+	}
+	return out
+}
+
+// histogramFrom rebuilds a histogram; bucket indexes out of range are an
+// error (output of another version).
+func histogramFrom(j histogramJSON) (*histogram, error) {
+	h := newHistogram()
+	for _, b := range j.Buckets {
+		if b[0] >= numBuckets {
+			return nil, fmt.Errorf("histogram bucket %d out of range", b[0])
+		}
+		h.counts[b[0]] += b[1]
+		h.n += b[1]
+	}
+	h.min, h.max, h.sum = time.Duration(j.MinNs), time.Duration(j.MaxNs), j.SumNs
+	return h, nil
 }

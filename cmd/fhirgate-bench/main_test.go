@@ -453,3 +453,49 @@ func TestSoakLevelsIgnoreSpikes(t *testing.T) {
 		})
 	}
 }
+
+func TestMergeResultsIsOneRun(t *testing.T) {
+	half := func(from, to int, non2xx, throttled uint64, cpu float64) *loadResult {
+		h := newHistogram()
+		for _, d := range msRange(from, to) {
+			h.record(d)
+		}
+		return &loadResult{
+			Concurrency: 32, Requests: h.count(), Seconds: 2, Non2xx: non2xx, Throttled: throttled,
+			Status: map[string]uint64{"200": h.count()}, MeanBodyBytes: 100, ServerCPUSeconds: cpu,
+			Latency: h.export(),
+		}
+	}
+	tests := []struct {
+		name       string
+		parts      []*loadResult
+		throughput float64
+		p50, p99   float64
+		errors     uint64
+		cpuUs      float64
+	}{
+		{"one part is returned as is", []*loadResult{half(1, 100, 0, 0, 0)}, 0, 0, 0, 0, 0},
+		{"two halves", []*loadResult{half(1, 50, 2, 1, 0.05), half(51, 100, 3, 3, 0.05)}, 25, 50, 99, 1, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := mergeResults(tt.parts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tt.parts) == 1 {
+				if got != tt.parts[0] {
+					t.Error("a single part was copied")
+				}
+				return
+			}
+			if got.Requests != 100 || math.Abs(got.Throughput-tt.throughput) > 1e-9 || got.errors() != tt.errors ||
+				got.Status["200"] != 100 || math.Abs(got.ServerCPUPerRequestUs-tt.cpuUs) > 1e-6 {
+				t.Errorf("merged %+v", got)
+			}
+			if math.Abs(got.P50Ms-tt.p50) > tt.p50/128 || math.Abs(got.P99Ms-tt.p99) > tt.p99/128 {
+				t.Errorf("p50 %.3f p99 %.3f, want %.0f and %.0f", got.P50Ms, got.P99Ms, tt.p50, tt.p99)
+			}
+		})
+	}
+}

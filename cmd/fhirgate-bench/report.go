@@ -147,8 +147,12 @@ func (r *report) writeTable(w io.Writer) error {
 	if isolation == "" {
 		isolation = "fhirgate's default"
 	}
-	fmt.Fprintf(w, "\nbot_isolation %s; concurrency %d; each load run measures %s after %s of warmup; total %.0fs; load average %s at start, %s at end\n\n",
-		isolation, r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), r.Seconds,
+	pairs := "compared loads run A then B"
+	if r.Settings.Rounds > 1 {
+		pairs = "compared loads run A-B-B-A in halves, merged"
+	}
+	fmt.Fprintf(w, "\nbot_isolation %s; concurrency %d; each load measured %s after %s of warmup (%s); total %.0fs; load average %s at start, %s at end\n\n",
+		isolation, r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), pairs, r.Seconds,
 		r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
 	rows := [][]string{{"scenario", "throughput", "p50", "p99", "caddy CPU/req", "errors", "ratio / target", "result"}}
 	for _, s := range r.Scenarios {

@@ -53,37 +53,36 @@ func (h *harness) setupMain(ctx context.Context) (*mainInstance, error) {
 	return m, nil
 }
 
-// proxyScenario is scenario 1: the same GET through reverse_proxy alone and
-// through fhirgate + reverse_proxy with a valid bearer token.
+// proxyScenario is scenario 1: the same GET, with the same bearer token,
+// through reverse_proxy alone and through fhirgate + reverse_proxy.
 func (h *harness) proxyScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
 	s := &scenario{ID: 1, Title: "authenticated proxy vs plain proxy (GET /fhir/R4/Patient/1)"}
-	c, lc := h.set.Concurrency, h.set.LatencyConcurrency
-	runs := []struct {
-		name, profile string
-		conc          int
-		req           requestSpec
-	}{
-		{fmt.Sprintf("plain reverse_proxy, c=%d", c), "1-plain", c, patientGET(m.p.sites.plain, m.token)},
-		{fmt.Sprintf("fhirgate + reverse_proxy, c=%d", c), "1-gated", c, patientGET(m.p.sites.gateway, m.token)},
-		{fmt.Sprintf("plain reverse_proxy, c=%d", lc), "1-plain-latency", lc, patientGET(m.p.sites.plain, m.token)},
-		{fmt.Sprintf("fhirgate + reverse_proxy, c=%d", lc), "1-gated-latency", lc, patientGET(m.p.sites.gateway, m.token)},
-	}
-	res := make([]*loadResult, len(runs))
-	for i, r := range runs {
-		l, err := h.load(ctx, m.p, r.profile, h.spec(r.conc, r.req))
+	plain, gated := patientGET(m.p.sites.plain, m.token), patientGET(m.p.sites.gateway, m.token)
+	var res [2][2]*loadResult // [saturated, latency][plain, gated]
+	for i, c := range []int{h.set.Concurrency, h.set.LatencyConcurrency} {
+		suffix := ""
+		if i == 1 {
+			suffix = "-latency"
+		}
+		a, b, err := h.compare(ctx,
+			namedLoad{m.p, "1-plain" + suffix, h.spec(c, plain)},
+			namedLoad{m.p, "1-gated" + suffix, h.spec(c, gated)})
 		if err != nil {
 			return s, err
 		}
-		res[i] = l
-		s.Measurements = append(s.Measurements, &measurement{Name: r.name, Load: l})
+		res[i] = [2]*loadResult{a, b}
+		s.Measurements = append(s.Measurements,
+			&measurement{Name: fmt.Sprintf("plain reverse_proxy, c=%d", c), Load: a},
+			&measurement{Name: fmt.Sprintf("fhirgate + reverse_proxy, c=%d", c), Load: b})
 	}
-	s.Checks = append(s.Checks,
-		newCheck(fmt.Sprintf("throughput ratio gated/plain, c=%d", c), ratio(res[1].Throughput, res[0].Throughput), ">=", 0.90, ""),
-		newCheck(fmt.Sprintf("added p99, c=%d", lc), res[3].P99Ms-res[2].P99Ms, "<=", 0.5, "ms"),
-	)
-	added := newCheck(fmt.Sprintf("added p99, c=%d", c), res[1].P99Ms-res[0].P99Ms, "<=", 0.5, "ms")
+	c, lc := h.set.Concurrency, h.set.LatencyConcurrency
+	added := newCheck(fmt.Sprintf("added p99, c=%d", c), res[0][1].P99Ms-res[0][0].P99Ms, "<=", 0.5, "ms")
 	added.Verdict, added.Note = verdictNA, "information: at saturation p99 is queueing, i.e. the throughput ratio again"
-	s.Checks = append(s.Checks, added)
+	s.Checks = append(s.Checks,
+		newCheck(fmt.Sprintf("throughput ratio gated/plain, c=%d", c), ratio(res[0][1].Throughput, res[0][0].Throughput), ">=", 0.90, ""),
+		newCheck(fmt.Sprintf("added p99, c=%d", lc), res[1][1].P99Ms-res[1][0].P99Ms, "<=", 0.5, "ms"),
+		added,
+	)
 	return s, nil
 }
 
@@ -116,22 +115,27 @@ func (h *harness) exchangeScenario(ctx context.Context, m *mainInstance) (*scena
 func (h *harness) botScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
 	s := &scenario{ID: 3, Title: "bot execution (POST /fhir/R4/Bot/$execute?identifier=, JSON echo)"}
 	c := h.set.Concurrency
-	base, err := h.load(ctx, m.p, "3-respond", h.spec(c, jsonPOST("http://"+m.p.sites.respond+"/fhir/R4/Basic/echo", m.token, echoInput)))
-	if err != nil {
-		return s, err
-	}
-	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("fhirgate + respond (%d B), c=%d", len(echoInput), c), Load: base})
+	respond := namedLoad{m.p, "3-respond", h.spec(c, jsonPOST("http://"+m.p.sites.respond+"/fhir/R4/Basic/echo", m.token, echoInput))}
+	respondName := fmt.Sprintf("fhirgate + respond (%d B), c=%d", len(echoInput), c)
 	const name = "execution ratio bot/respond"
 	if m.executeNote != "" {
-		s.Measurements = append(s.Measurements, &measurement{Name: "echo bot $execute", Unavailable: m.executeNote})
+		base, err := h.load(ctx, respond.p, respond.profile, respond.spec)
+		if err != nil {
+			return s, err
+		}
+		s.Measurements = append(s.Measurements,
+			&measurement{Name: respondName, Load: base},
+			&measurement{Name: "echo bot $execute", Unavailable: m.executeNote})
 		s.Checks = append(s.Checks, unavailableCheck(name, ">=", 0.50, "", "bot not measured"))
 		return s, nil
 	}
-	bot, err := h.load(ctx, m.p, "3-execute", h.spec(c, m.execute))
+	base, bot, err := h.compare(ctx, respond, namedLoad{m.p, "3-execute", h.spec(c, m.execute)})
 	if err != nil {
 		return s, err
 	}
-	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("echo bot $execute, c=%d", c), Load: bot})
+	s.Measurements = append(s.Measurements,
+		&measurement{Name: respondName, Load: base},
+		&measurement{Name: fmt.Sprintf("echo bot $execute, c=%d", c), Load: bot})
 	s.Checks = append(s.Checks, newCheck(name, ratio(bot.Throughput, base.Throughput), ">=", 0.50, ""))
 	return s, nil
 }
@@ -310,8 +314,7 @@ func (h *harness) soak(ctx context.Context, m *mainInstance, d time.Duration) ([
 // growthScenario is scenario 6: the same exchanges and the same bot runs
 // against a small and a large store; per-request cost is 1/throughput.
 // Both instances run side by side (only one is loaded at a time) and are
-// measured in the order small, large, large, small, so a drift of the
-// machine during the scenario weighs on both sizes alike.
+// compared like the other pairs (A-B-B-A in full mode).
 func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
 	s := &scenario{ID: 6, Title: "growth (per-request cost, small vs large store)"}
 	c := h.set.Concurrency
@@ -330,26 +333,30 @@ func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
 			return s, err
 		}
 	}
-	order := []int{0, 1, 1, 0}
 
-	var exch [2]float64
-	for k, i := range order {
+	var exch [2]namedLoad
+	for i, p := range procs {
+		// The same growthTokens subject tokens at both sizes, spread over
+		// all the users: after the warmup every userinfo answer is cached
+		// and each exchange looks its user up by email in the store.
 		subject := subjectTokenPrefix + "{spread:" + strconv.Itoa(growthTokens) + ":" + strconv.Itoa(users[i]) + "}." +
 			h.tokenTail(fmt.Sprintf("growth-%d", i)) + "-{seqmod:" + strconv.Itoa(growthTokens) + "}"
-		l, err := h.load(ctx, procs[i], fmt.Sprintf("6-exchange-%d-users-%d", users[i], k), h.spec(c, exchangePOST(procs[i].sites.gateway, subject)))
-		if err != nil {
-			return s, err
-		}
-		exch[i] += l.Throughput / 2
+		exch[i] = namedLoad{p, fmt.Sprintf("6-exchange-%d-users", users[i]), h.spec(c, exchangePOST(p.sites.gateway, subject))}
+	}
+	small, large, err := h.compare(ctx, exch[0], exch[1])
+	if err != nil {
+		return s, err
+	}
+	for i, l := range []*loadResult{small, large} {
 		s.Measurements = append(s.Measurements, &measurement{
-			Name: fmt.Sprintf("exchange by email, %d users (%d tokens), c=%d, run %d", users[i], growthTokens, c, k/2+1), Load: l,
+			Name: fmt.Sprintf("exchange by email, %d users (%d tokens), c=%d", users[i], growthTokens, c), Load: l,
 		})
 	}
 	s.Checks = append(s.Checks, newCheck(
-		fmt.Sprintf("exchange cost %d/%d users", users[1], users[0]), ratio(exch[0], exch[1]), "<=", 1.20, ""))
+		fmt.Sprintf("exchange cost %d/%d users", users[1], users[0]), ratio(small.Throughput, large.Throughput), "<=", 1.20, ""))
 
 	botName := fmt.Sprintf("$execute cost %d/%d bots", bots[1], bots[0])
-	var reqs [2]requestSpec
+	var exec [2]namedLoad
 	for i, p := range procs {
 		deployed := make([]int, growthDeployed)
 		for j := range deployed {
@@ -369,19 +376,18 @@ func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
 			return s, nil
 		}
 		value := "bot{spread:" + strconv.Itoa(growthDeployed) + ":" + strconv.Itoa(bots[i]) + "}"
-		reqs[i] = jsonPOST(executeURL(p.sites.gateway, value), tokens[i], echoInput)
+		req := jsonPOST(executeURL(p.sites.gateway, value), tokens[i], echoInput)
+		exec[i] = namedLoad{p, fmt.Sprintf("6-execute-%d-bots", bots[i]), h.spec(c, req)}
 	}
-	var exec [2]float64
-	for k, i := range order {
-		l, err := h.load(ctx, procs[i], fmt.Sprintf("6-execute-%d-bots-%d", bots[i], k), h.spec(c, reqs[i]))
-		if err != nil {
-			return s, err
-		}
-		exec[i] += l.Throughput / 2
+	small, large, err = h.compare(ctx, exec[0], exec[1])
+	if err != nil {
+		return s, err
+	}
+	for i, l := range []*loadResult{small, large} {
 		s.Measurements = append(s.Measurements, &measurement{
-			Name: fmt.Sprintf("$execute by identifier, %d bots (%d with code), c=%d, run %d", bots[i], growthDeployed, c, k/2+1), Load: l,
+			Name: fmt.Sprintf("$execute by identifier, %d bots (%d with code), c=%d", bots[i], growthDeployed, c), Load: l,
 		})
 	}
-	s.Checks = append(s.Checks, newCheck(botName, ratio(exec[0], exec[1]), "<=", 1.20, ""))
+	s.Checks = append(s.Checks, newCheck(botName, ratio(small.Throughput, large.Throughput), "<=", 1.20, ""))
 	return s, nil
 }
