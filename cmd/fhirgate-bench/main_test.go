@@ -130,8 +130,8 @@ func TestTemplateRender(t *testing.T) {
 			if got := tm.render(tt.seq); got != tt.want {
 				t.Errorf("render(%d) = %q, want %q", tt.seq, got, tt.want)
 			}
-			if tm.dynamic() != tt.dyn {
-				t.Errorf("dynamic = %v, want %v", tm.dynamic(), tt.dyn)
+			if fixed := tm.parts == nil; fixed == tt.dyn {
+				t.Errorf("fixed text = %v, want %v", fixed, !tt.dyn)
 			}
 		})
 	}

@@ -95,9 +95,6 @@ func parseTemplate(s string) (template, error) {
 	return t, nil
 }
 
-// dynamic reports whether the text changes from request to request.
-func (t template) dynamic() bool { return t.parts != nil }
-
 // render returns the text for request number seq.
 func (t template) render(seq uint64) string {
 	if t.parts == nil {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// sites are the listeners of one Caddy instance.
+type sites struct {
+	admin   string // Caddy's admin API (pprof, fhirgate admin API)
+	plain   string // reverse_proxy alone
+	gateway string // fhirgate + reverse_proxy; also the token endpoint
+	respond string // fhirgate + a fixed respond body
+}
+
+func newSites() (sites, error) {
+	var s sites
+	for _, p := range []*string{&s.admin, &s.plain, &s.gateway, &s.respond} {
+		port, err := freePort()
+		if err != nil {
+			return sites{}, err
+		}
+		*p = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	return s, nil
+}
+
+// caddyConfig is what a bench Caddyfile holds.
+type caddyConfig struct {
+	sites         sites
+	storageDir    string
+	backend       string // host:port of the FHIR stand-in
+	idp           string // host:port of the identity-provider stand-in
+	declaredUsers int    // users user0..user<n-1> declared in the Caddyfile
+	echoBotSource string // path of the echo bot, declared when set
+	respondBody   string // body of the respond site
+	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
+}
+
+// caddyfile renders the config. Access logs stay off (Caddy's default) so
+// logging does not dominate what is measured.
+func (c caddyConfig) caddyfile() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("{")
+	w("\tadmin %s", c.sites.admin)
+	w("\tauto_https off")
+	w("\tpersist_config off")
+	w("\tfhirgate {")
+	w("\t\tstorage_dir %s", c.storageDir)
+	w("\t\tissuer http://%s", c.sites.gateway)
+	if c.botIsolation != "" {
+		w("\t\tbot_isolation %s", c.botIsolation)
+	}
+	w("\t\tproject %s {", benchProject)
+	w("\t\t\tname %s", benchProject)
+	w("\t\t\tclient %s {", benchClient)
+	w("\t\t\t\tuserinfo_url http://%s/userinfo", c.idp)
+	w("\t\t\t}")
+	for i := range c.declaredUsers {
+		w("\t\t\tuser %s {", userEmail(i))
+		w("\t\t\t\tprofile Practitioner/p%d", i)
+		w("\t\t\t}")
+	}
+	if c.echoBotSource != "" {
+		w("\t\t\tbot echo {")
+		w("\t\t\t\tidentifier %s|echo", botSystem)
+		w("\t\t\t\tsource %s", c.echoBotSource)
+		w("\t\t\t}")
+	}
+	w("\t\t}")
+	w("\t}")
+	w("}")
+	w("")
+	w("http://%s {", c.sites.plain)
+	w("\treverse_proxy %s", c.backend)
+	w("}")
+	w("")
+	w("http://%s {", c.sites.gateway)
+	w("\tfhirgate {")
+	w("\t\tfhir_base /fhir/R4")
+	w("\t}")
+	w("\treverse_proxy %s", c.backend)
+	w("}")
+	w("")
+	w("http://%s {", c.sites.respond)
+	w("\tfhirgate {")
+	w("\t\tfhir_base /fhir/R4")
+	w("\t}")
+	w("\theader Content-Type application/json")
+	w("\trespond `%s` 200", c.respondBody)
+	w("}")
+	return b.String()
+}
