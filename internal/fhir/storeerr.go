@@ -19,6 +19,8 @@ func StoreError(err error) (status int, text, field string) {
 		return http.StatusNotFound, err.Error(), ""
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, err.Error(), ""
+	case errors.Is(err, store.ErrUnwritable):
+		return http.StatusServiceUnavailable, "the store cannot take writes right now (disk full or read-only); reads still work", ""
 	default:
 		return http.StatusInternalServerError, "store error", ""
 	}

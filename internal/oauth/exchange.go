@@ -152,6 +152,13 @@ func unavailable(retry time.Duration, description string) *Error {
 // storeFailure reports a store error as a server error. The client learns
 // only what failed; the cause goes to the log.
 func storeFailure(what string, err error) *Error {
+	if errors.Is(err, store.ErrUnwritable) {
+		// Disk full or read-only: an outage, not a bad request; existing
+		// tokens keep working meanwhile.
+		e := unavailable(30*time.Second, what+" failed: the store cannot take writes right now")
+		e.Reason, e.cause = "store_unwritable", err
+		return e
+	}
 	return &Error{Status: http.StatusInternalServerError, Code: errServerError, Reason: "store",
 		Description: what + " failed", cause: err}
 }

@@ -38,6 +38,7 @@ type BadgerLogger interface {
 type Badger struct {
 	db     *badger.DB
 	logger BadgerLogger
+	guard  *writeGuard // nil in memory
 
 	closeOnce sync.Once
 	closeErr  error
@@ -64,7 +65,12 @@ func OpenBadger(o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("opening storage directory %s: %w", o.Dir, err)
 	}
-	return &Badger{db: db, logger: o.Logger}, nil
+	b := &Badger{db: db, logger: o.Logger}
+	if !o.InMemory {
+		// Room for a memtable flush, a WAL rotation and compaction output.
+		b.guard = newWriteGuard(o.Dir, 4*uint64(badgerOptions(o).MemTableSize)+8<<20)
+	}
+	return b, nil
 }
 
 // badgerOptions starts from Badger's defaults and overrides only what keeps
@@ -150,6 +156,9 @@ func (b *Badger) View(ctx context.Context, fn func(Txn) error) error {
 // Update runs fn in a read-write transaction, retrying it on Badger's
 // optimistic-concurrency conflicts.
 func (b *Badger) Update(ctx context.Context, fn func(Txn) error) error {
+	if err := b.guard.check(); err != nil {
+		return err
+	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -183,6 +192,7 @@ func (b *Badger) Close() error {
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("closing storage: %w", err)
 		}
+		_ = b.guard.close()
 	})
 	return b.closeErr
 }

@@ -42,6 +42,9 @@ const maxBackupListSize = 1 << 30
 // so any key modified after the backup was taken would silently keep its
 // newer value.
 func (b *Badger) Restore(r io.Reader) error {
+	if err := b.guard.check(); err != nil {
+		return err
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	wb := b.db.NewWriteBatch()
 	defer wb.Cancel()

@@ -1,0 +1,13 @@
+package store
+
+import "testing"
+
+// BenchmarkWriteGuardCheck is the guard's cost per write.
+func BenchmarkWriteGuardCheck(b *testing.B) {
+	g := newWriteGuard(b.TempDir(), 1<<20)
+	for b.Loop() {
+		if err := g.check(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
