@@ -13,14 +13,17 @@ type programEntry struct {
 	code     string // the source it was compiled from, to notice a key reused for new code
 	filename string
 	prg      *goja.Program
+	size     int // bytes of code, for caches bounded in bytes
 }
 
 // programCache is a bounded LRU of compiled programs keyed by Request.CacheKey.
 type programCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // front = most recently used; values are *programEntry
-	byKey map[string]*list.Element
+	mu       sync.Mutex
+	max      int
+	maxBytes int64 // bound on the entries' sizes; 0 = none
+	bytes    int64
+	order    *list.List // front = most recently used; values are *programEntry
+	byKey    map[string]*list.Element
 }
 
 func newProgramCache(max int) *programCache {
@@ -54,15 +57,19 @@ func (c *programCache) put(key string, e *programEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.byKey[key]; el != nil {
+		c.bytes -= int64(el.Value.(*programEntry).size)
 		el.Value = e
 		c.order.MoveToFront(el)
-		return
+	} else {
+		c.byKey[key] = c.order.PushFront(e)
 	}
-	c.byKey[key] = c.order.PushFront(e)
-	for c.order.Len() > c.max {
+	c.bytes += int64(e.size)
+	for c.order.Len() > c.max || (c.maxBytes > 0 && c.bytes > c.maxBytes && c.order.Len() > 1) {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.byKey, last.Value.(*programEntry).key)
+		old := last.Value.(*programEntry)
+		delete(c.byKey, old.key)
+		c.bytes -= int64(old.size)
 	}
 }
 

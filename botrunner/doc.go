@@ -1,7 +1,7 @@
-// Package botrunner runs Medplum-compatible bots (JavaScript or TypeScript handlers) in-process
-// with goja: it compiles bot source, parses $execute request bodies into event.input, runs the
-// handler in a fresh sandbox with a deadline, and maps what it returns (or throws) to an HTTP
-// answer. It does not import Caddy.
+// Package botrunner runs Medplum-compatible bots (JavaScript or TypeScript handlers) with goja,
+// in the gateway's process or in worker processes: it compiles bot source, parses $execute
+// request bodies into event.input, runs the handler in a fresh sandbox with a deadline, and maps
+// what it returns (or throws) to an HTTP answer. It does not import Caddy.
 //
 // # Use
 //
@@ -69,10 +69,50 @@
 // ends: goja is interrupted at the next instruction. Native calls cannot be interrupted; a run
 // that has not stopped one second after its interrupt is answered as timed out anyway and keeps
 // its slot until it really ends. Call depth is bounded, so runaway recursion is an error result.
-// goja has no heap limit, so a bot can still allocate memory until its deadline.
+// goja has no heap limit: in process, a heap watchdog (Options.MaxHeapBytes, by default 90% of
+// GOMEMLIMIT) interrupts every running bot when the process's live heap passes its limit, which
+// stops a bot that allocates in JavaScript but not one big native allocation. A Pool (see
+// Isolation) bounds each bot's memory for real.
 //
 // MaxConcurrent bounds simultaneous runs, and Request.MaxConcurrent each bot's; a run waits at
 // most QueueTimeout for a slot and then gets ErrBusy.
+//
+// # Isolation
+//
+// A Runner runs bots inside the caller's process. A Pool runs them in worker processes, one bot
+// at a time per process, with the same Requests and Results (both are Executors):
+//
+//	pool, err := botrunner.NewPool(botrunner.PoolOptions{
+//		Command: []string{exe, "fhirgate", "bot-worker"}, // ends up in ServeWorker
+//	})
+//	res, err := pool.Run(ctx, req) // as Runner.Run
+//	pool.Close()                   // idle workers exit; busy ones after their run
+//
+// A worker is the same binary, started with a minimal environment (PATH, HOME=/nonexistent,
+// GOMAXPROCS=1, GOMEMLIMIT, TZ if the gateway has it: none of the gateway's variables), no file
+// descriptors but its stdin, stdout and stderr, its own process group, and, on Linux, a
+// parent-death signal (SIGKILL). It exits when its stdin closes. The two talk over the pipes in
+// length-prefixed binary frames (protocol.go): the run, the code only when the worker lacks the
+// program of its digest (workers cache compiled programs), the bot's medplum calls (the worker
+// asks, the gateway calls the Request's MedplumClient with the run's context and answers), a
+// cancellation, the result. Stderr goes to the pool's logger.
+//
+// Limits: the worker's Go runtime keeps its memory under 3/4 of WorkerMemory (GOMEMLIMIT), and
+// its heap watchdog stops a bot whose live heap passes 5/8 of it ("memory limit exceeded", the
+// worker stays). The pool reads each busy worker's own resident memory (RssAnon + RssShmem:
+// the binary's shared pages do not count) every 20 ms and kills a worker over WorkerMemory. A
+// bot stuck in a native call at its deadline is answered as timed out one second later and its
+// worker killed; a worker that does not answer at all by the deadline plus two seconds is
+// killed. A killed or crashed worker is replaced by the next run, and its run is an OutcomeError
+// ("bot worker killed: memory limit exceeded (…)", "bot worker killed: the bot did not stop at
+// its deadline", "bot worker crashed (exit status 2)"); other runs, in other workers, go on.
+//
+// What the process boundary does not do: a worker runs as the same OS user, with no seccomp
+// filter, namespace or chroot. The JavaScript sandbox (no filesystem, network, process or
+// environment API) is what keeps a bot from the host; a bot that broke out of the engine could
+// read what the gateway's user can read and open connections. What it could not do is read the
+// gateway's memory (signing keys, tokens, other runs' data), use its open files or sockets, see
+// its environment, or take it down with memory, CPU or a crash.
 //
 // # Results
 //

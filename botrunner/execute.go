@@ -26,6 +26,7 @@ const (
 	stopTimeout   interruptReason = iota + 1 // the run's own timeout
 	stopDeadline                             // the caller's context deadline
 	stopCancelled                            // the caller's context was cancelled
+	stopMemory                               // the heap watchdog saw the heap over its limit
 )
 
 // execution is one run: a fresh runtime and everything built in it. Only the run goroutine
@@ -267,6 +268,8 @@ func (x *execution) interrupted(reason any) *Result {
 		return x.failure(OutcomeTimeout, deadlineMessage)
 	case stopCancelled:
 		return x.failure(OutcomeError, cancelledMessage)
+	case stopMemory:
+		return x.failure(OutcomeError, x.r.heap.message)
 	}
 	return x.failure(OutcomeError, "bot execution interrupted")
 }

@@ -41,6 +41,13 @@ type Options struct {
 	// ProgramCacheSize is how many compiled programs stay cached (least recently used go first).
 	// Default: 1024.
 	ProgramCacheSize int
+	// MaxHeapBytes arms the heap watchdog: while bots run, the process's live Go heap (as of the
+	// last garbage collection) is checked every few milliseconds, and when it exceeds
+	// MaxHeapBytes every running bot is interrupted with a "memory limit exceeded" error result.
+	// The heap is the whole process's, so the runs cannot be told apart: all of them stop.
+	// Default (0): 90% of the Go memory limit (GOMEMLIMIT, which Caddy derives from the
+	// cgroup or system memory) when one is set, else off. Negative: off.
+	MaxHeapBytes int64
 }
 
 // Runner runs bots: one fresh JavaScript runtime per run, compiled programs cached, concurrency
@@ -50,12 +57,29 @@ type Runner struct {
 	slots   *limiter
 	cache   *programCache
 	workers workerPool
+	heap    *heapWatch // nil when the watchdog is off
 
 	compiles atomic.Int64 // programs compiled by Run, for tests
 }
 
 // New returns a Runner with o's zero fields set to their defaults.
 func New(o Options) *Runner {
+	o = o.withDefaults()
+	r := &Runner{
+		opts:    o,
+		slots:   newLimiter(o.MaxConcurrent),
+		cache:   newProgramCache(o.ProgramCacheSize),
+		workers: workerPool{jobs: make(chan func())},
+	}
+	if o.MaxHeapBytes > 0 {
+		r.heap = newHeapWatch(uint64(o.MaxHeapBytes),
+			fmt.Sprintf("bot execution stopped: memory limit exceeded (the heap grew past %d MiB)", o.MaxHeapBytes>>20))
+	}
+	return r
+}
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = 4 * runtime.GOMAXPROCS(0)
 	}
@@ -74,12 +98,10 @@ func New(o Options) *Runner {
 	if o.ProgramCacheSize <= 0 {
 		o.ProgramCacheSize = DefaultProgramCacheSize
 	}
-	return &Runner{
-		opts:    o,
-		slots:   newLimiter(o.MaxConcurrent),
-		cache:   newProgramCache(o.ProgramCacheSize),
-		workers: workerPool{jobs: make(chan func())},
+	if o.MaxHeapBytes == 0 {
+		o.MaxHeapBytes = defaultMaxHeap()
 	}
+	return o
 }
 
 // Request is one bot run.
@@ -143,6 +165,10 @@ type Result struct {
 	ConsoleTruncated bool
 	Duration         time.Duration // from start to end of the run, not counting QueueWait
 	QueueWait        time.Duration // time spent waiting for a slot
+
+	// abandoned says the run was answered while its goroutine was still stuck in a native
+	// call: a bot worker that sees it has a runaway goroutine and must be replaced.
+	abandoned bool
 }
 
 // Run runs one bot. The error is for the runner, not the bot: ErrBusy when no slot freed up in
@@ -169,6 +195,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 
 	x := newExecution(r, ctx, &req, prg, timeout)
+	if r.heap != nil {
+		r.heap.add(x)
+		defer r.heap.remove(x)
+	}
 	timer := time.AfterFunc(timeout, func() { x.stop(stopTimeout) })
 	defer timer.Stop()
 	stopWatching := context.AfterFunc(ctx, func() { x.stopFor(ctx) })
@@ -184,6 +214,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	case res = <-done:
 	case <-x.stuck:
 		res = x.abandoned()
+		res.abandoned = true
 	}
 	res.QueueWait = queueWait
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {

@@ -7,6 +7,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -77,6 +78,24 @@ type App struct {
 	// BotQueueTimeout is how long a bot run waits for a free slot. Default: 1s.
 	BotQueueTimeout caddy.Duration `json:"bot_queue_timeout,omitempty"`
 
+	// BotIsolation says where bots run: `process` runs each bot in a
+	// worker process (this binary's hidden `caddy fhirgate bot-worker`
+	// command), one bot at a time per process, with a memory cap
+	// (`bot_worker_memory`) and a hard kill at the deadline: a bot that
+	// allocates without bound, or is stuck in a native call, loses its
+	// worker and answers 400, and the gateway carries on. `inprocess` runs
+	// bots inside the gateway, a little faster, where such a bot can take
+	// the whole gateway down; only a heap watchdog (90% of GOMEMLIMIT,
+	// which Caddy sets from the cgroup or system memory) stops the running
+	// bots when the heap nears the limit. Workers start when runs need
+	// them, up to `bot_max_concurrent`. Default: `process`.
+	BotIsolation string `json:"bot_isolation,omitempty"`
+
+	// BotWorkerMemory caps each bot worker process's memory, in bytes
+	// (`process` isolation). A bot that reaches it gets a "memory limit
+	// exceeded" error (400). Default: 256 MiB; at least 64 MiB.
+	BotWorkerMemory int64 `json:"bot_worker_memory,omitempty"`
+
 	// AuditRetention is how long bot AuditEvents are kept. Default: 30 days
 	// (720h).
 	AuditRetention caddy.Duration `json:"audit_retention,omitempty"`
@@ -91,7 +110,7 @@ type App struct {
 	dir    string
 	tokens *tokens.Service
 	oauth  *oauth.Server
-	runner *botrunner.Runner
+	runner botrunner.Executor
 	logger *zap.Logger
 	ctx    caddy.Context
 }
@@ -126,12 +145,58 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.applyDeclared(ctx); err != nil {
 		return err
 	}
-	a.runner = botrunner.New(botrunner.Options{
+	if err := a.provisionBots(); err != nil {
+		return err
+	}
+	return a.provisionAuth(ctx)
+}
+
+// Values of BotIsolation.
+const (
+	isolationProcess   = "process"
+	isolationInProcess = "inprocess"
+	defaultIsolation   = isolationProcess
+)
+
+// provisionBots creates the bot runner: a pool of worker processes or an
+// in-process runner. Workers start on the first run, so provisioning (and
+// `caddy validate`) starts no process.
+func (a *App) provisionBots() error {
+	opts := botrunner.Options{
 		MaxConcurrent:  a.BotMaxConcurrent,
 		QueueTimeout:   time.Duration(a.BotQueueTimeout),
 		DefaultTimeout: time.Duration(a.BotTimeout),
+	}
+	isolation := a.BotIsolation
+	if isolation == "" {
+		isolation = defaultIsolation
+	}
+	switch isolation {
+	case isolationInProcess:
+		if a.BotWorkerMemory != 0 {
+			a.logger.Warn("bot_worker_memory has no effect with bot_isolation inprocess")
+		}
+		a.runner = botrunner.New(opts)
+		return nil
+	case isolationProcess:
+	default:
+		return fmt.Errorf("invalid bot_isolation '%s': want %s or %s", a.BotIsolation, isolationProcess, isolationInProcess)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable to start bot workers: %w", err)
+	}
+	pool, err := botrunner.NewPool(botrunner.PoolOptions{
+		Options:      opts,
+		Command:      []string{exe, "fhirgate", botWorkerCommandName},
+		WorkerMemory: a.BotWorkerMemory,
+		Logger:       a.logger.Named("bot_worker"),
 	})
-	return a.provisionAuth(ctx)
+	if err != nil {
+		return fmt.Errorf("bot workers: %w", err)
+	}
+	a.runner = pool
+	return nil
 }
 
 // defaultIssuer is the issuer when none is configured.
@@ -177,8 +242,12 @@ func (a *App) Start() error { return nil }
 // Stop stops the app.
 func (a *App) Stop() error { return nil }
 
-// Cleanup releases this config's use of the store; the last user closes it.
+// Cleanup stops the bot workers and releases this config's use of the
+// store; the last user closes it.
 func (a *App) Cleanup() error {
+	if pool, ok := a.runner.(*botrunner.Pool); ok {
+		_ = pool.Close() // runs still going finish on their workers, which then stop
+	}
 	if a.store == nil {
 		return nil
 	}

@@ -38,6 +38,8 @@ func init() {
 //		bot_timeout        <duration>
 //		bot_max_concurrent <n>
 //		bot_queue_timeout  <duration>
+//		bot_isolation      process|inprocess
+//		bot_worker_memory  <size>
 //		audit_retention    <duration>
 //		project <id> {
 //			name <display name>
@@ -130,6 +132,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parsePositiveInt(d, &a.BotMaxConcurrent); err != nil {
 				return err
 			}
+		case "bot_isolation":
+			if a.BotIsolation != "" {
+				return d.Err("bot_isolation already specified")
+			}
+			if !d.AllArgs(&a.BotIsolation) {
+				return d.ArgErr()
+			}
+		case "bot_worker_memory":
+			if a.BotWorkerMemory != 0 {
+				return d.Err("bot_worker_memory already specified")
+			}
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(arg)
+			if err != nil || size == 0 || size > 1<<40 {
+				return d.Errf("invalid bot_worker_memory '%s': want a size such as 256MiB or 1GB", arg)
+			}
+			a.BotWorkerMemory = int64(size)
 		case "project":
 			if err := a.unmarshalProject(d); err != nil {
 				return err

@@ -40,7 +40,7 @@ Examples:
 			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file (if --address is not used)")
 			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of config adapter to apply (if --config is used)")
 			cmd.AddCommand(projectCommand(), clientCommand(), userCommand(), membershipCommand(),
-				botCommand(), keysCommand(), backupCommand(), restoreCommand())
+				botCommand(), keysCommand(), backupCommand(), restoreCommand(), botWorkerCommand())
 		},
 	})
 }

@@ -28,8 +28,10 @@ const (
 
 // Options configures an API. Store and Runner are required.
 type Options struct {
-	Store  *store.Store
-	Runner *botrunner.Runner
+	Store *store.Store
+	// Runner runs the bots: in process (*botrunner.Runner) or in worker
+	// processes (*botrunner.Pool).
+	Runner botrunner.Executor
 	// FHIRBase is the FHIR API's path prefix, e.g. /fhir/R4.
 	FHIRBase string
 	// MaxBody bounds $execute bodies in bytes; larger is 413. Zero means

@@ -1,0 +1,464 @@
+package botrunner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Bounds on what a worker may print to stderr before the pool stops logging it: a Go crash
+// prints a goroutine dump, which is worth a few lines of log and no more.
+const (
+	maxStderrLines    = 100
+	maxStderrLineSize = 1 << 10
+)
+
+// worker is the pool's handle on one worker process.
+type worker struct {
+	p         *Pool
+	cmd       *exec.Cmd
+	pid       int
+	stdin     *os.File // closing it asks the worker to exit
+	out       frameWriter
+	dead      chan struct{} // closed once the process has exited and been reaped
+	idleSince time.Time     // guarded by p.mu
+
+	mu         sync.Mutex
+	current    *poolRun
+	killReason string // why the pool killed it, "" if it did not
+	killed     bool
+	stopping   bool
+	exit       string // how the process ended, once dead is closed
+}
+
+// poolRun is the pool's side of one run.
+type poolRun struct {
+	id       uint64
+	ctx      context.Context
+	req      *Request
+	code     string
+	deadline time.Time
+	done     chan *resultMsg
+}
+
+// maxFrame bounds the frames the pool accepts from a worker: a result body, console output and
+// room for an error's OperationOutcome. A worker that sends more is broken and is killed.
+func (p *Pool) maxFrame() int {
+	return max(p.o.MaxResultBytes, 16<<20) + p.o.MaxConsoleBytes + 1<<20
+}
+
+// workerEnvironment is all a worker gets of an environment: none of the gateway's variables
+// (which may hold secrets), only what the Go runtime and date handling need.
+func workerEnvironment(memory int64) []string {
+	env := []string{
+		"PATH=/usr/bin:/bin",
+		"HOME=/nonexistent",
+		"GOMAXPROCS=1", // a worker runs one bot, and goja is single-threaded
+		"GOMEMLIMIT=" + strconv.FormatInt(memory/workerGoLimitDen*workerGoLimitNum, 10),
+		workerEnv + "=1",
+	}
+	if tz, ok := os.LookupEnv("TZ"); ok { // bots see the same local time as in-process ones
+		env = append(env, "TZ="+tz)
+	}
+	return env
+}
+
+// spawn starts a worker and waits for its hello.
+func (p *Pool) spawn(ctx context.Context) (*worker, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating a pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("creating a pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("creating a pipe: %w", err)
+	}
+	cmd := exec.Command(p.o.Command[0], p.o.Command[1:]...)
+	cmd.Env = workerEnvironment(p.o.WorkerMemory)
+	cmd.Dir = os.TempDir()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.SysProcAttr = workerSysProcAttr()
+	err = startWorkerProcess(cmd)
+	inR.Close() // the child's ends
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("starting %s: %w", p.o.Command[0], err)
+	}
+	p.spawns.Add(1)
+	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: inW}, dead: make(chan struct{})}
+	go w.logStderr(errR)
+
+	init := initMsg{
+		version:         protocolVersion,
+		memory:          p.o.WorkerMemory,
+		maxConsoleBytes: p.o.MaxConsoleBytes,
+		maxResultBytes:  p.o.MaxResultBytes,
+		maxFrame:        p.maxFrame(),
+	}
+	hello := make(chan error, 1)
+	go w.read(outR, hello)
+	if err := w.out.send(frameInit, init.encode); err != nil {
+		w.kill("")
+	}
+	timer := time.NewTimer(spawnTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-hello:
+	case <-timer.C:
+		err = fmt.Errorf("no answer in %v", spawnTimeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		w.kill("")
+		<-w.dead
+		return nil, fmt.Errorf("starting bot worker %d: %w (%s)", w.pid, err, w.exit)
+	}
+	p.logger.Debug("bot worker started", zap.Int("pid", w.pid))
+	return w, nil
+}
+
+// read reads the worker's frames until its stdout closes, then reaps the process. The first
+// frame must be the hello, reported on hello.
+func (w *worker) read(out *os.File, hello chan<- error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.p.logger.Error("bot worker reader panicked", zap.Int("pid", w.pid), zap.Any("panic", r))
+		}
+		out.Close()
+		w.reap()
+	}()
+	fr := newFrameReader(out, w.p.maxFrame())
+	typ, payload, err := fr.next()
+	if err == nil {
+		d := &decoder{b: payload}
+		version := d.str()
+		switch {
+		case typ != frameHello:
+			err = fmt.Errorf("first frame is %q, not hello", typ)
+		case version != protocolVersion:
+			err = fmt.Errorf("the worker speaks %q, the gateway %q", version, protocolVersion)
+		}
+	}
+	hello <- err
+	if err != nil {
+		return
+	}
+	for {
+		typ, payload, err := fr.next()
+		if err == nil {
+			err = w.handle(typ, payload)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && w.alive() {
+				w.kill("it broke the protocol: " + err.Error())
+			}
+			return
+		}
+	}
+}
+
+// reap kills what is left of the process, waits for it and marks the worker dead.
+func (w *worker) reap() {
+	_ = w.cmd.Process.Kill() // it closed its stdout: whatever it is doing, it is done
+	err := w.cmd.Wait()
+	w.mu.Lock()
+	w.exit = "exited"
+	if err != nil {
+		w.exit = err.Error() // "exit status 2", "signal: killed"
+	}
+	w.mu.Unlock()
+	w.stdin.Close()
+	close(w.dead)
+}
+
+func (w *worker) handle(typ byte, payload []byte) error {
+	d := &decoder{b: payload}
+	switch typ {
+	case frameResult:
+		m := new(resultMsg)
+		if err := m.decode(d); err != nil {
+			return fmt.Errorf("decoding a result frame: %w", err)
+		}
+		if r := w.currentRun(m.id); r != nil {
+			r.done <- m // buffered; a run gets one result
+		}
+	case frameNeed:
+		id := d.uint()
+		if err := d.done(); err != nil {
+			return fmt.Errorf("decoding a need frame: %w", err)
+		}
+		if r := w.currentRun(id); r != nil {
+			w.p.codeSends.Add(1)
+			// Not on this goroutine: a large write waits for the worker to read.
+			go func() { _ = w.out.send(frameCode, func(e *encoder) { e.uint(id); e.str(r.code) }) }()
+		}
+	case frameDo:
+		m := new(doMsg)
+		if err := m.decode(d); err != nil {
+			return fmt.Errorf("decoding a do frame: %w", err)
+		}
+		if r := w.currentRun(m.id); r != nil {
+			go w.serveDo(r, m)
+		}
+	default:
+		return fmt.Errorf("unknown frame type %q", typ)
+	}
+	return nil
+}
+
+// currentRun returns the current run if its id is id.
+func (w *worker) currentRun(id uint64) *poolRun {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current != nil && w.current.id == id {
+		return w.current
+	}
+	return nil
+}
+
+// serveDo makes a bot's medplum call with the gateway's client and answers the worker.
+func (w *worker) serveDo(r *poolRun, m *doMsg) {
+	a := answerMsg{id: m.id, call: m.call}
+	defer func() {
+		if p := recover(); p != nil {
+			w.p.logger.Error("bot FHIR call panicked", zap.Int("pid", w.pid), zap.Any("panic", p))
+			a = answerMsg{id: m.id, call: m.call, err: "internal error in the gateway's FHIR client"}
+		}
+		_ = w.out.send(frameAnswer, a.encode)
+	}()
+	if err := checkWorkerCall(m); err != nil {
+		a.err = err.Error()
+		return
+	}
+	var query url.Values
+	if m.query != "" {
+		q, err := url.ParseQuery(m.query)
+		if err != nil {
+			a.err = "invalid search query: " + err.Error()
+			return
+		}
+		query = q
+	}
+	if r.req.Medplum == nil {
+		a.err = "no FHIR backend is configured for bots"
+		return
+	}
+	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
+	defer cancel()
+	status, ct, body, err := r.req.Medplum.Do(ctx, m.method, m.path, query, m.body, m.contentType, m.header)
+	switch {
+	case err != nil:
+		// A *url.Error repeats the backend URL, query (and so search parameters) included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		a.err = err.Error()
+	case len(body) > maxParentFrame-frameOverhead:
+		a.err = fmt.Sprintf("the backend's answer of %d bytes is larger than a bot worker may receive", len(body))
+	default:
+		a.status, a.contentType, a.body = status, ct, body
+	}
+}
+
+// workerMethods are the methods a bot's medplum calls use.
+var workerMethods = map[string]bool{
+	http.MethodGet: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
+}
+
+// checkWorkerCall holds a worker's call to what the bot's client can ask for in process: a
+// worker runs untrusted code, and should the engine ever be broken out of, the gateway's
+// backend must not see requests a bot could not make (a path climbing out of the FHIR base,
+// say).
+func checkWorkerCall(m *doMsg) error {
+	if !workerMethods[m.method] {
+		return fmt.Errorf("method '%s' is not allowed", truncate(m.method, 20))
+	}
+	if strings.ContainsAny(m.path, "\\#?\x00\r\n\t ") || strings.HasPrefix(m.path, "/") {
+		return fmt.Errorf("invalid FHIR path '%s'", truncate(m.path, 100))
+	}
+	for _, seg := range strings.Split(m.path, "/") {
+		if dec, err := url.PathUnescape(seg); err != nil || dec == "." || dec == ".." {
+			return fmt.Errorf("invalid FHIR path '%s'", truncate(m.path, 100))
+		}
+	}
+	return nil
+}
+
+// run runs req on the worker. It returns nil when the run never started because its context
+// ended first.
+func (w *worker) run(ctx context.Context, req *Request) *Result {
+	p := w.p
+	start := time.Now()
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = p.o.DefaultTimeout
+	}
+	filename, code := req.Filename, req.Code
+	if filename == "" {
+		filename = "index.js"
+	}
+	if req.Program != nil {
+		code = req.Program.JS
+	}
+	r := &poolRun{id: p.nextID.Add(1), ctx: ctx, req: req, code: code, deadline: start.Add(timeout), done: make(chan *resultMsg, 1)}
+	m := runMsg{id: r.id, timeout: timeout, filename: filename, hasMedplum: req.Medplum != nil, event: req.Event}
+	if dl, ok := ctx.Deadline(); ok {
+		m.deadline = max(time.Until(dl), 1) // 1ns: already passed, the worker's context ends at once
+		if dl.Before(r.deadline) {
+			r.deadline = dl
+		}
+	}
+	if req.CacheKey != "" {
+		m.digest = p.codes.digest(req.CacheKey, filename, code)
+	}
+	if m.digest == "" || p.alwaysSendCode {
+		m.hasCode, m.code = true, code
+		p.codeSends.Add(1)
+	}
+
+	w.mu.Lock()
+	w.current = r
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.current = nil
+		w.mu.Unlock()
+	}()
+	// The kill is a timer, not a select case, so that it also ends a write the worker never reads.
+	killer := time.AfterFunc(time.Until(r.deadline.Add(killGrace)), func() { w.kill("the bot did not stop at its deadline") })
+	defer killer.Stop()
+	if err := w.out.send(frameRun, m.encode); err != nil {
+		w.kill("")
+	}
+	done := ctx.Done()
+	for {
+		select {
+		case msg := <-r.done:
+			return w.result(msg)
+		case <-w.dead:
+			select {
+			case msg := <-r.done:
+				return w.result(msg)
+			default:
+			}
+			return w.failure(req, start)
+		case <-done:
+			done = nil
+			if errors.Is(ctx.Err(), context.Canceled) {
+				go func() { _ = w.out.send(frameCancel, func(e *encoder) { e.uint(r.id) }) }()
+			} // a deadline the worker knows itself
+		}
+	}
+}
+
+// result turns a worker's answer into the run's Result.
+func (w *worker) result(m *resultMsg) *Result {
+	if m.abandoned {
+		// The bot is stuck in a native call the worker could not interrupt: the run is answered
+		// (as timed out), and the worker, which still burns a CPU on it, goes.
+		w.kill("")
+	}
+	if m.noResult {
+		return nil
+	}
+	res := m.res
+	return &res
+}
+
+// failure is the Result of a run whose worker died under it.
+func (w *worker) failure(req *Request, start time.Time) *Result {
+	w.mu.Lock()
+	reason, exit := w.killReason, w.exit
+	w.mu.Unlock()
+	msg := "bot worker crashed (" + exit + ")"
+	if reason != "" {
+		msg = "bot worker killed: " + reason
+	}
+	w.p.logger.Warn("bot worker died during a run", zap.Int("pid", w.pid), zap.String("bot", req.BotID), zap.String("reason", msg))
+	return finish(&Result{Outcome: OutcomeError, Message: msg, Duration: time.Since(start)})
+}
+
+// alive tells whether the worker can take another run.
+func (w *worker) alive() bool {
+	select {
+	case <-w.dead:
+		return false
+	default:
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.killed && !w.stopping
+}
+
+// kill SIGKILLs the worker; the first reason given is the one its run reports.
+func (w *worker) kill(reason string) {
+	w.mu.Lock()
+	if w.killReason == "" && !w.stopping {
+		w.killReason = reason
+	}
+	w.killed = true
+	w.mu.Unlock()
+	_ = w.cmd.Process.Kill()
+}
+
+// stop asks the worker to exit by closing its stdin, and kills it if it has not a few seconds
+// later.
+func (w *worker) stop() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	w.stdin.Close()
+	go func() {
+		select {
+		case <-w.dead:
+		case <-time.After(5 * time.Second):
+			_ = w.cmd.Process.Kill()
+		}
+	}()
+}
+
+// logStderr logs what the worker prints to stderr, line by line, up to maxStderrLines.
+func (w *worker) logStderr(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4<<10), 64<<10)
+	lines := 0
+	for sc.Scan() {
+		if lines++; lines > maxStderrLines {
+			if lines == maxStderrLines+1 {
+				w.p.logger.Warn("bot worker stderr: further output dropped", zap.Int("pid", w.pid))
+			}
+			continue
+		}
+		w.p.logger.Warn("bot worker stderr", zap.Int("pid", w.pid), zap.String("line", truncate(sc.Text(), maxStderrLineSize)))
+	}
+	_, _ = io.Copy(io.Discard, r) // a line too long for the scanner: drain, so the worker never blocks
+}

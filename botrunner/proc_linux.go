@@ -1,0 +1,97 @@
+package botrunner
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// workerSysProcAttr puts a worker in its own process group, so a Ctrl-C in the gateway's
+// terminal does not kill it under a run, and has the kernel SIGKILL it when the gateway dies.
+func workerSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// forkThread starts workers from one OS thread that never exits. Pdeathsig fires when the
+// thread that forked the child ends, not the process (golang/go#27505), and Go ends threads
+// whose goroutine exits while locked to them; a thread locked here forever is safe.
+var forkThread struct {
+	once sync.Once
+	jobs chan func()
+}
+
+// startWorkerProcess starts cmd on the fork thread.
+func startWorkerProcess(cmd *exec.Cmd) error {
+	forkThread.once.Do(func() {
+		forkThread.jobs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for job := range forkThread.jobs {
+				job()
+			}
+		}()
+	})
+	errc := make(chan error, 1)
+	forkThread.jobs <- func() { errc <- cmd.Start() }
+	return <-errc
+}
+
+// residentBytes is the memory a process holds of its own: the anonymous and shared-memory parts
+// of its resident set (RssAnon + RssShmem in /proc/<pid>/status). The file-backed part, the
+// binary's pages (some 50 MiB of a Caddy build), is page cache shared with the gateway and
+// every other worker, and is not what a bot can grow.
+func residentBytes(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, field := range []string{"\nRssAnon:", "\nRssShmem:"} {
+		_, rest, ok := bytes.Cut(b, []byte(field))
+		if !ok {
+			return 0, errors.New("no " + strings.TrimPrefix(field, "\n") + " in /proc status")
+		}
+		line, _, _ := bytes.Cut(rest, []byte("\n"))
+		kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(line), []byte("kB")))), 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		total += kb << 10
+	}
+	return total, nil
+}
+
+// workerPipes returns the protocol's ends: duplicates of stdin and stdout in non-blocking mode,
+// so reads and writes park goroutines in the runtime's poller instead of holding the worker's
+// one thread in a system call. fd 1 then becomes a copy of stderr, so anything else printed to
+// stdout goes to the pool's log instead of corrupting the frames.
+func workerPipes() (io.Reader, io.Writer, error) {
+	var files [2]*os.File
+	for i, name := range []string{"bot-worker-in", "bot-worker-out"} {
+		fd, err := syscall.Dup(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		syscall.CloseOnExec(fd)
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			return nil, nil, err
+		}
+		files[i] = os.NewFile(uintptr(fd), name)
+	}
+	if err := syscall.Dup3(2, 1, 0); err != nil {
+		return nil, nil, err
+	}
+	return files[0], files[1], nil
+}
+
+func ignoreStopSignals() {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+}

@@ -1,0 +1,92 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/botrunner"
+)
+
+func TestBotIsolationOptions(t *testing.T) {
+	tests := []struct {
+		name, input string
+		isolation   string
+		memory      int64
+		err         string
+	}{
+		{"both", "fhirgate {\n\tbot_isolation inprocess\n\tbot_worker_memory 512MiB\n}", "inprocess", 512 << 20, ""},
+		{"decimal size", "fhirgate {\n\tbot_worker_memory 300MB\n}", "", 300_000_000, ""},
+		{"duplicate isolation", "fhirgate {\n\tbot_isolation process\n\tbot_isolation inprocess\n}", "", 0, "bot_isolation already specified, at Testfile:3"},
+		{"isolation without value", "fhirgate {\n\tbot_isolation\n}", "", 0, "wrong argument count"},
+		{"bad size", "fhirgate {\n\tbot_worker_memory lots\n}", "", 0, "invalid bot_worker_memory 'lots'"},
+		{"duplicate size", "fhirgate {\n\tbot_worker_memory 1GB\n\tbot_worker_memory 2GB\n}", "", 0, "bot_worker_memory already specified"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := parseGlobalOption(caddyfile.NewTestDispenser(tt.input), nil)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var app App
+			if err := json.Unmarshal(v.(httpcaddyfile.App).Value, &app); err != nil {
+				t.Fatal(err)
+			}
+			if app.BotIsolation != tt.isolation || app.BotWorkerMemory != tt.memory {
+				t.Errorf("bot_isolation %q, bot_worker_memory %d", app.BotIsolation, app.BotWorkerMemory)
+			}
+		})
+	}
+}
+
+func TestProvisionBotsPicksTheExecutor(t *testing.T) {
+	tests := []struct {
+		name      string
+		isolation string
+		memory    int64
+		want      string // "pool", "runner" or an error substring
+	}{
+		{"default", "", 0, "pool"},
+		{"process", "process", 128 << 20, "pool"},
+		{"inprocess", "inprocess", 0, "runner"},
+		{"unknown", "container", 0, "invalid bot_isolation 'container'"},
+		{"too little memory", "process", 1 << 20, "below the minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &App{BotIsolation: tt.isolation, BotWorkerMemory: tt.memory, logger: zap.NewNop()}
+			err := a.provisionBots()
+			defer func() { _ = a.Cleanup() }()
+			var got string
+			switch a.runner.(type) {
+			case *botrunner.Pool:
+				got = "pool"
+			case *botrunner.Runner:
+				got = "runner"
+			}
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBotWorkerCommandIsHidden(t *testing.T) {
+	cmd := botWorkerCommand()
+	if cmd.Name() != botWorkerCommandName || !cmd.Hidden {
+		t.Errorf("command %q hidden %v", cmd.Name(), cmd.Hidden)
+	}
+}
