@@ -424,10 +424,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if h.PublicPaths != nil {
 				return d.Err("public_paths already specified")
 			}
-			h.PublicPaths = d.RemainingArgs()
-			if h.PublicPaths == nil {
-				h.PublicPaths = []string{} // "public_paths" alone: nothing is public
+			paths := d.RemainingArgs()
+			if paths == nil {
+				paths = []string{} // "public_paths" alone: nothing is public
 			}
+			h.PublicPaths = &paths
 		case "upstream_auth":
 			if h.UpstreamAuth != "" {
 				return d.Err("upstream_auth already specified")

@@ -113,21 +113,16 @@ func checkHandler(t *testing.T, tokens []caddyfile.Token) {
 		t.Errorf("handler JSON does not decode: %v\n%s", err, b)
 		return
 	}
-	if !reflect.DeepEqual(h, back) && !(len(h.PublicPaths) == 0 && h.PublicPaths != nil) {
+	if !reflect.DeepEqual(h, back) {
 		t.Errorf("handler JSON round trip changed it:\n%+v\n%+v", h, back)
 	}
 }
 
 // TestEmptyPublicPathsSurvivesAdapt: "public_paths" with no arguments means
-// nothing is public (caddyfile.go sets an empty, non-nil list), but the
-// adapter turns the handler into JSON and `omitempty` drops an empty list,
-// so the running handler gets none and falls back to the default public
-// paths. FuzzCaddyfile's JSON round trip found it; it tolerates this case
-// until it is fixed.
+// nothing is public; the empty list must survive the trip through JSON
+// rather than fall back to the default public paths (FuzzCaddyfile's JSON
+// round trip found that it did not).
 func TestEmptyPublicPathsSurvivesAdapt(t *testing.T) {
-	t.Skip("BUG: a Caddyfile `public_paths` line without arguments adapts to a handler without public_paths " +
-		"(Handler.PublicPaths is `json:\"public_paths,omitempty\"`), so /metadata and /.well-known/smart-configuration " +
-		"stay public although the operator made nothing public; fails open. Fix: drop omitempty (or a *[]string)")
 	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("http://localhost:8080 {\n\tfhirgate {\n\t\tpublic_paths\n\t}\n\trespond ok\n}\n"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ type Handler struct {
 	// ending in `/*` covers everything below it. Default: `/metadata` and
 	// `/.well-known/smart-configuration`, which FHIR servers serve
 	// publicly. An empty list makes nothing public.
-	PublicPaths []string `json:"public_paths,omitempty"`
+	PublicPaths *[]string `json:"public_paths,omitempty"`
 
 	// UpstreamAuth says what the backend receives in `Authorization`:
 	// `strip` (default) removes it, so the backend relies on the identity
@@ -127,7 +127,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
 		FHIRBase:        h.FHIRBase,
-		PublicPaths:     h.PublicPaths,
+		PublicPaths:     derefPaths(h.PublicPaths),
 		UpstreamAuth:    h.UpstreamAuth,
 		UpstreamToken:   repl.ReplaceKnown(h.UpstreamToken, ""),
 		OAuth:           app.oauth,
@@ -156,6 +156,19 @@ func (h *Handler) Cleanup() error {
 // ServeHTTP answers fhirgate's endpoints and gates the FHIR API.
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	return h.gw.Serve(w, r, next.ServeHTTP)
+}
+
+// derefPaths keeps "not configured" (nil: the defaults) apart from "an
+// empty list" (nothing public); a plain slice with omitempty would lose
+// the difference on its way through JSON.
+func derefPaths(p *[]string) []string {
+	if p == nil {
+		return nil
+	}
+	if *p == nil {
+		return []string{}
+	}
+	return *p
 }
 
 // errorStatus reads the status of an error a later handler returned, such

@@ -167,10 +167,10 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	// Gate the request if any reading of its path is under the base, and
 	// treat it as public only if every reading is a public path.
 	views := pathViews(r.URL)
-	if !under(views[0], g.base) && !under(views[1], g.base) {
+	if !anyUnder(views[:], g.base) {
 		return next(w, r)
 	}
-	if g.isPublic(views[0]) && g.isPublic(views[1]) {
+	if g.allPublic(views[:]) {
 		g.applyUpstreamAuth(r)
 		return next(w, r)
 	}
@@ -212,6 +212,26 @@ func (g *Gateway) ownEndpoint(p string) http.HandlerFunc {
 		return o.ServeMetadata
 	}
 	return nil
+}
+
+// anyUnder tells whether any of the readings is under base.
+func anyUnder(views []string, base string) bool {
+	for _, v := range views {
+		if under(v, base) {
+			return true
+		}
+	}
+	return false
+}
+
+// allPublic tells whether every reading is a public path.
+func (g *Gateway) allPublic(views []string) bool {
+	for _, v := range views {
+		if !g.isPublic(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *Gateway) isPublic(norm string) bool {

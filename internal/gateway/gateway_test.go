@@ -126,6 +126,10 @@ func TestGatewayRouting(t *testing.T) {
 		{name: "dotted path does not reach token endpoint", path: "/oauth2/../fhir/R4/Patient", status: 401},
 		{name: "escaped dot-dot out of the base", path: "/fhir/R4/Bot/..%2f..%2fadmin", status: 401},
 		{name: "escaped dot-dot out of a public path", path: "/fhir/R4/metadata%2f..%2fPatient", status: 401},
+		{name: "literal dot-dot out of the base", path: "/fhir/R4/../../admin", status: 401},
+		{name: "servlet dot-dot out of the base", path: "/fhir/R4/..;/..;/admin", status: 401},
+		{name: "encoded slashes and dots out of the base", path: "/fhir/R4%2f..%2f..%2fadmin", status: 401},
+		{name: "servlet dot-dot into a public path", path: "/fhir/R4/Patient/..;/metadata", status: 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,11 @@ import (
 // decoding: percent-decoded (repeatedly, so %252e is caught too), then as
 // cleanPath.
 func normalizePath(p string) string {
+	return cleanPath(decodePath(p))
+}
+
+// decodePath percent-decodes p repeatedly (up to three times).
+func decodePath(p string) string {
 	for range 3 {
 		dec, err := url.PathUnescape(p)
 		if err != nil || dec == p {
@@ -17,15 +22,25 @@ func normalizePath(p string) string {
 		}
 		p = dec
 	}
-	return cleanPath(p)
+	return p
 }
 
-// pathViews returns the ways a backend might read a request's path: fully
-// decoded, and as sent with percent-escapes left alone (a backend that
-// does not decode %2F sees /fhir/R4/Bot/..%2f..%2fadmin as a Bot path,
-// while decoding turns it into /fhir/admin).
-func pathViews(u *url.URL) [2]string {
-	return [2]string{normalizePath(u.EscapedPath()), cleanPath(u.EscapedPath())}
+// pathViews returns the ways a backend might read a request's path, all
+// lower-cased: as sent; decoded; and each of those with dot segments,
+// ;params, duplicate slashes and backslashes resolved. Backends differ in
+// which of these steps they take: one that does not decode %2F sees
+// /fhir/R4/Bot/..%2f..%2fadmin as a Bot path, which decoding turns into
+// /fhir/admin; one that does not resolve dot segments or ;params serves
+// /fhir/R4/../../admin or /fhir/R4/..;/..;/admin under /fhir/R4.
+func pathViews(u *url.URL) [4]string {
+	raw := u.EscapedPath()
+	decoded := decodePath(raw)
+	return [4]string{
+		strings.ToLower(raw),
+		strings.ToLower(decoded),
+		cleanPath(raw),
+		cleanPath(decoded),
+	}
 }
 
 // cleanPath strips ;parameters from each segment (servlet containers ignore

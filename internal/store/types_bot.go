@@ -48,6 +48,12 @@ func (b *Bot) validate() error {
 		if err := checkRequired(fmt.Sprintf("identifier[%d].value", i), id.Value); err != nil {
 			return err
 		}
+		if err := checkIndexable(fmt.Sprintf("identifier[%d].value", i), id.Value); err != nil {
+			return err
+		}
+		if err := checkIndexable(fmt.Sprintf("identifier[%d].system", i), id.System); err != nil {
+			return err
+		}
 	}
 	if b.RuntimeVersion != "" {
 		if err := checkEnum("runtimeVersion", b.RuntimeVersion, "vmcontext", "fhirgate"); err != nil {

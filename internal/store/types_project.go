@@ -100,6 +100,9 @@ func (u *User) validate() error {
 	if err := checkRequired("email", u.Email); err != nil {
 		return err
 	}
+	if err := checkIndexable("email", u.Email); err != nil {
+		return err
+	}
 	if !validEmail(u.Email) {
 		return invalid("email", fmt.Sprintf("%q is not a valid email address", u.Email))
 	}
@@ -156,6 +159,9 @@ func (m *ProjectMembership) normalize(time.Time) {
 
 func (m *ProjectMembership) validate() error {
 	if _, _, err := checkReference("project.reference", m.Project.Reference, "Project"); err != nil {
+		return err
+	}
+	if err := checkIndexable("externalId", m.ExternalID); err != nil {
 		return err
 	}
 	if _, _, err := checkReference("user.reference", m.User.Reference, "User"); err != nil {

@@ -76,6 +76,19 @@ func checkOptionalReference(field string, ref *Reference, allowed ...string) err
 	return err
 }
 
+// MaxIndexedLength bounds strings the store indexes (emails, external ids,
+// identifier systems and values): an index key must stay far below
+// Badger's 65,000-byte key limit, and no real identifier comes close.
+const MaxIndexedLength = 1024
+
+// checkIndexable refuses an indexed string longer than MaxIndexedLength.
+func checkIndexable(field, v string) error {
+	if len(v) > MaxIndexedLength {
+		return invalid(field, fmt.Sprintf("is %d bytes long; at most %d are allowed", len(v), MaxIndexedLength))
+	}
+	return nil
+}
+
 func checkRequired(field, v string) error {
 	if strings.TrimSpace(v) == "" {
 		return invalid(field, "is required")

@@ -122,3 +122,33 @@ func TestParseLifetime(t *testing.T) {
 		})
 	}
 }
+
+func TestIndexedStringsAreBounded(t *testing.T) {
+	st := newTestStore(t)
+	ctx := context.Background()
+	long := strings.Repeat("x", MaxIndexedLength+1)
+	p := &Project{Name: "p"}
+	p.ID = "p"
+	if _, err := st.Put(ctx, p, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bot := &Bot{Name: "b", Identifier: []Identifier{{System: "s", Value: long}}}
+	bot.Meta.Project = "p"
+	tests := []struct {
+		name  string
+		r     Resource
+		field string
+	}{
+		{"bot identifier value", bot, "identifier[0].value"},
+		{"user email", &User{Email: long + "@example.com"}, "email"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := st.Create(ctx, tt.r, PutOptions{})
+			var verr *ValidationError
+			if !errors.As(err, &verr) || verr.Field != tt.field {
+				t.Fatalf("err = %v, want a validation error on %s", err, tt.field)
+			}
+		})
+	}
+}

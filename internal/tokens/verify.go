@@ -76,6 +76,14 @@ func (s *Service) verify(token string, want Kind, now time.Time) (*Claims, error
 	if strings.Count(token, ".") != 2 {
 		return nil, reject(ReasonMalformed, "not a compact JWS (want 3 dot-separated parts)")
 	}
+	// Every part must be canonical base64url: no padding, no set unused
+	// bits. The JWS library decodes leniently, which would give each token
+	// dozens of accepted spellings, each its own cache entry.
+	for part := range strings.SplitSeq(token, ".") {
+		if _, err := base64.RawURLEncoding.Strict().DecodeString(part); err != nil {
+			return nil, reject(ReasonMalformed, "a part is not canonical base64url")
+		}
+	}
 	rawHdr := token[:strings.IndexByte(token, '.')]
 	hb, err := base64.RawURLEncoding.DecodeString(rawHdr)
 	if err != nil {
