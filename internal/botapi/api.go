@@ -50,6 +50,7 @@ type Options struct {
 type API struct {
 	o     Options
 	audit *auditWriter
+	code  *codeCache
 	jobs  sync.WaitGroup // async runs in flight
 }
 
@@ -71,7 +72,7 @@ func New(o Options) (*API, error) {
 		o.OnExecute = func(string, time.Duration, time.Duration) {}
 	}
 	o.FHIRBase = strings.TrimSuffix(o.FHIRBase, "/")
-	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger)}, nil
+	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache()}, nil
 }
 
 // Close waits for async runs to finish, then writes the audit events still

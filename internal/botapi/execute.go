@@ -37,7 +37,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		fhir.WriteOutcome(w, ierr.Status, ierr.Message, exprs(ierr.Expression)...)
 		return
 	}
-	code, key, err := deploy.Executable(ctx, a.o.Store, bot)
+	code, key, err := a.code.executable(ctx, a.o.Store, bot)
 	if errors.Is(err, deploy.ErrNoCode) {
 		fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("Bot/%s has no deployed code; deploy it with $deploy", bot.ID))
 		return
