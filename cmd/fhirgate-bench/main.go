@@ -176,7 +176,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	if keep {
 		h.logf("keeping %s", h.tmp)
 	} else {
-		defer os.RemoveAll(h.tmp)
+		defer h.removeTemp()
 	}
 	if profileDir != "" {
 		if err := os.MkdirAll(profileDir, 0o755); err != nil {
@@ -272,4 +272,18 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		}
 	}
 	return nil
+}
+
+// removeTemp deletes the run's temporary directory. A process that is
+// still exiting can add a file while it is being removed, so a failure is
+// retried once and then reported.
+func (h *harness) removeTemp() {
+	err := os.RemoveAll(h.tmp)
+	if err != nil {
+		time.Sleep(500 * time.Millisecond)
+		err = os.RemoveAll(h.tmp)
+	}
+	if err != nil {
+		h.logf("removing %s: %v", h.tmp, err)
+	}
 }
