@@ -164,144 +164,64 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 func (a *App) unmarshalProject(d *caddyfile.Dispenser) error {
-	var id string
-	if !d.AllArgs(&id) {
-		return d.ArgErr()
-	}
-	if a.Projects == nil {
-		a.Projects = make(map[string]*ProjectConfig)
-	}
-	if _, dup := a.Projects[id]; dup {
-		return d.Errf("project '%s' already declared", id)
-	}
-	p := new(ProjectConfig)
-	a.Projects[id] = p
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
+	return namedBlock(d, &a.Projects, "project '%s' already declared", func(p *ProjectConfig) error {
 		switch d.Val() {
 		case "name":
-			if !d.AllArgs(&p.Name) {
-				return d.ArgErr()
-			}
+			return oneArg(d, &p.Name)
 		case "client":
-			if err := p.unmarshalClient(d); err != nil {
-				return err
-			}
+			return p.unmarshalClient(d)
 		case "user":
-			if err := p.unmarshalUser(d); err != nil {
-				return err
-			}
+			return p.unmarshalUser(d)
 		case "bot":
-			if err := p.unmarshalBot(d); err != nil {
-				return err
-			}
+			return p.unmarshalBot(d)
 		default:
 			return d.Errf("unrecognized project option '%s'", d.Val())
 		}
-	}
-	return nil
+	})
 }
 
 func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
-	var id string
-	if !d.AllArgs(&id) {
-		return d.ArgErr()
-	}
-	if _, dup := p.Clients[id]; dup {
-		return d.Errf("client '%s' already declared in this project", id)
-	}
-	c := new(ClientConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
+	return namedBlock(d, &p.Clients, "client '%s' already declared in this project", func(c *ClientConfig) error {
 		switch d.Val() {
 		case "userinfo_url":
-			if !d.AllArgs(&c.UserinfoURL) {
-				return d.ArgErr()
-			}
+			return oneArg(d, &c.UserinfoURL)
 		case "use_subject":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			c.UseSubject = true
+			return flag(d, &c.UseSubject)
 		case "allow_unverified_email":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			c.AllowUnverifiedEmail = true
+			return flag(d, &c.AllowUnverifiedEmail)
 		case "secret":
-			if !d.AllArgs(&c.Secret) {
-				return d.ArgErr()
-			}
+			return oneArg(d, &c.Secret)
 		case "timeout":
-			if err := parseDuration(d, &c.Timeout); err != nil {
-				return err
-			}
+			return parseDuration(d, &c.Timeout)
 		case "cache_ttl":
-			if err := parseDuration(d, &c.CacheTTL); err != nil {
-				return err
-			}
+			return parseDuration(d, &c.CacheTTL)
 		case "access_token_ttl":
-			if err := parseDuration(d, &c.AccessTokenTTL); err != nil {
-				return err
-			}
+			return parseDuration(d, &c.AccessTokenTTL)
 		case "refresh_token_ttl":
-			if err := parseDuration(d, &c.RefreshTokenTTL); err != nil {
-				return err
-			}
+			return parseDuration(d, &c.RefreshTokenTTL)
 		default:
 			return d.Errf("unrecognized client option '%s'", d.Val())
 		}
-	}
-	if p.Clients == nil {
-		p.Clients = make(map[string]*ClientConfig)
-	}
-	p.Clients[id] = c
-	return nil
+	})
 }
 
 func (p *ProjectConfig) unmarshalUser(d *caddyfile.Dispenser) error {
-	var email string
-	if !d.AllArgs(&email) {
-		return d.ArgErr()
-	}
-	if _, dup := p.Users[email]; dup {
-		return d.Errf("user '%s' already declared in this project", email)
-	}
-	u := new(UserConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
+	return namedBlock(d, &p.Users, "user '%s' already declared in this project", func(u *UserConfig) error {
 		switch d.Val() {
 		case "profile":
-			if !d.AllArgs(&u.Profile) {
-				return d.ArgErr()
-			}
+			return oneArg(d, &u.Profile)
 		case "external_id":
-			if !d.AllArgs(&u.ExternalID) {
-				return d.ArgErr()
-			}
+			return oneArg(d, &u.ExternalID)
 		case "admin":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			u.Admin = true
+			return flag(d, &u.Admin)
 		default:
 			return d.Errf("unrecognized user option '%s'", d.Val())
 		}
-	}
-	if p.Users == nil {
-		p.Users = make(map[string]*UserConfig)
-	}
-	p.Users[email] = u
-	return nil
+	})
 }
 
 func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
-	var name string
-	if !d.AllArgs(&name) {
-		return d.ArgErr()
-	}
-	if _, dup := p.Bots[name]; dup {
-		return d.Errf("bot '%s' already declared in this project", name)
-	}
-	b := new(BotConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
+	return namedBlock(d, &p.Bots, "bot '%s' already declared in this project", func(b *BotConfig) error {
 		switch d.Val() {
 		case "identifier":
 			args := d.RemainingArgs()
@@ -309,20 +229,58 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			b.Identifiers = append(b.Identifiers, args...)
+			return nil
 		case "source":
 			var src string
-			if !d.AllArgs(&src) {
-				return d.ArgErr()
+			if err := oneArg(d, &src); err != nil {
+				return err
 			}
 			b.Source = relativeToCaddyfile(d, src)
+			return nil
 		default:
 			return d.Errf("unrecognized bot option '%s'", d.Val())
 		}
+	})
+}
+
+// namedBlock reads `<kind> <name> { ... }` into (*m)[name], refusing a
+// second block of the same name (dupFormat names it), and hands each line
+// of the block to option.
+func namedBlock[T any](d *caddyfile.Dispenser, m *map[string]*T, dupFormat string, option func(*T) error) error {
+	var name string
+	if !d.AllArgs(&name) {
+		return d.ArgErr()
 	}
-	if p.Bots == nil {
-		p.Bots = make(map[string]*BotConfig)
+	if _, dup := (*m)[name]; dup {
+		return d.Errf(dupFormat, name)
 	}
-	p.Bots[name] = b
+	v := new(T)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := option(v); err != nil {
+			return err
+		}
+	}
+	if *m == nil {
+		*m = make(map[string]*T)
+	}
+	(*m)[name] = v
+	return nil
+}
+
+// oneArg reads the line's single argument into dst.
+func oneArg(d *caddyfile.Dispenser, dst *string) error {
+	if !d.AllArgs(dst) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// flag sets a boolean option that takes no argument.
+func flag(d *caddyfile.Dispenser, dst *bool) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = true
 	return nil
 }
 
