@@ -61,21 +61,38 @@ func (s *Server) Authenticate(ctx context.Context, r *http.Request) (*Identity, 
 		s.o.OnAuthFailure(reason)
 		return nil, authErr(reason, "the access token is invalid: "+describeReason(tokens.ReasonOf(err)))
 	}
-	login, e := s.liveLogin(ctx, claims)
+	login, m, e := s.session(ctx, claims)
 	if e != nil {
 		s.o.OnAuthFailure(e.Reason)
 		return nil, e
-	}
-	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, refID(login.Membership.Reference))
-	if err != nil || (m.Active != nil && !*m.Active) {
-		s.o.OnAuthFailure("membership")
-		return nil, authErr("membership", "the access token's membership is no longer active")
 	}
 	id := &Identity{
 		UserID: claims.Subject, LoginID: login.ID, ClientID: claims.ClientID, Scope: claims.Scope,
 		Profile: claims.Profile, ProjectID: m.Meta.Project, MembershipID: m.ID, Admin: m.Admin,
 	}
 	return id, nil
+}
+
+// session returns the token's Login and membership if they still stand,
+// from the session cache when it has them.
+func (s *Server) session(ctx context.Context, c *tokens.Claims) (*store.Login, *store.ProjectMembership, *AuthError) {
+	login, m, ok := s.sessions.get(c.LoginID)
+	if ok {
+		if e := checkLogin(login, c); e != nil {
+			return nil, nil, e
+		}
+		return login, m, nil
+	}
+	login, e := s.liveLogin(ctx, c)
+	if e != nil {
+		return nil, nil, e
+	}
+	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, refID(login.Membership.Reference))
+	if err != nil || (m.Active != nil && !*m.Active) {
+		return nil, nil, authErr("membership", "the access token's membership is no longer active")
+	}
+	s.sessions.put(login, m)
+	return login, m, nil
 }
 
 // liveLogin returns the token's Login if it still stands: it exists, is
@@ -88,20 +105,31 @@ func (s *Server) liveLogin(ctx context.Context, c *tokens.Claims) (*store.Login,
 		return nil, authErr("login_gone", "the access token's sign-in has ended")
 	case err != nil:
 		return nil, authErr("store", "the access token could not be checked")
-	case login.Revoked:
-		return nil, authErr("revoked", "the access token was revoked")
+	}
+	if e := checkLogin(login, c); e != nil {
+		return nil, e
+	}
+	return login, nil
+}
+
+// checkLogin tells whether the token belongs to this Login and the Login
+// still stands: not revoked, same user and client and, for a refresh token,
+// the current refresh secret.
+func checkLogin(login *store.Login, c *tokens.Claims) *AuthError {
+	if login.Revoked {
+		return authErr("revoked", "the access token was revoked")
 	}
 	if c.Kind == tokens.KindAccess && refID(login.User.Reference) != c.Subject {
-		return nil, authErr("login_mismatch", "the access token does not match its sign-in")
+		return authErr("login_mismatch", "the access token does not match its sign-in")
 	}
 	if login.Client != nil && refID(login.Client.Reference) != c.ClientID {
-		return nil, authErr("login_mismatch", "the access token does not match its sign-in")
+		return authErr("login_mismatch", "the access token does not match its sign-in")
 	}
 	if c.Kind == tokens.KindRefresh &&
 		subtle.ConstantTimeCompare([]byte(c.RefreshSecret), []byte(login.RefreshSecret)) != 1 {
-		return nil, authErr("refresh_superseded", "the refresh token was superseded")
+		return authErr("refresh_superseded", "the refresh token was superseded")
 	}
-	return login, nil
+	return nil
 }
 
 // bearerToken extracts the token from "Authorization: Bearer <token>".

@@ -110,6 +110,7 @@ func (s *Server) currentMember(ctx context.Context, login *store.Login) (*store.
 // revokeLogin marks a Login revoked, retrying on concurrent updates. The
 // record is kept until it expires so the revocation is remembered.
 func (s *Server) revokeLogin(ctx context.Context, login *store.Login) {
+	s.sessions.forget(login.ID)
 	for range 5 {
 		if login.Revoked {
 			return
@@ -121,6 +122,9 @@ func (s *Server) revokeLogin(ctx context.Context, login *store.Login) {
 		ttl := max(s.o.AccessTokenTTL, s.o.RefreshTokenTTL)
 		_, err := s.o.Store.Put(ctx, login, store.PutOptions{IfMatch: login.Meta.VersionID, TTL: ttl})
 		if err == nil {
+			// Again after the write: a request that read the Login before
+			// it may have cached it since.
+			s.sessions.forget(login.ID)
 			return
 		}
 		if !errors.Is(err, store.ErrConflict) {

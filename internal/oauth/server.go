@@ -44,6 +44,12 @@ type Options struct {
 	// client sets its own. Zero means DefaultRefreshTokenTTL.
 	RefreshTokenTTL time.Duration
 
+	// SessionCacheTTL is how long Authenticate reuses a sign-in's Login and
+	// membership before reading them again; revocations through this server
+	// take effect at once regardless. Zero means DefaultSessionCacheTTL;
+	// negative disables the cache.
+	SessionCacheTTL time.Duration
+
 	// Logger receives security events (never tokens). Nil discards them.
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now.
@@ -59,7 +65,8 @@ type Options struct {
 
 // Server answers the OAuth endpoints and authenticates FHIR requests.
 type Server struct {
-	o Options
+	o        Options
+	sessions *sessionCache
 }
 
 // New returns a Server.
@@ -85,7 +92,7 @@ func New(o Options) (*Server, error) {
 	if o.OnAuthFailure == nil {
 		o.OnAuthFailure = func(string) {}
 	}
-	return &Server{o: o}, nil
+	return &Server{o: o, sessions: newSessionCache(o.SessionCacheTTL, o.Now)}, nil
 }
 
 // ServeToken is POST /oauth2/token.
