@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -140,26 +138,18 @@ func (s *Server) lifetimes(c *store.ClientApplication) (access, refresh time.Dur
 	return access, refresh
 }
 
-var lifetimeSyntax = regexp.MustCompile(`^(\d+)([smhdwy])$`)
+// maxLifetime bounds a client's configured token lifetime.
+const maxLifetime = 100 * 365 * 24 * time.Hour
 
-// parseLifetime reads Medplum's token lifetime syntax: "3600s", "1h", "2w".
+// parseLifetime reads Medplum's token lifetime syntax ("3600s", "1h",
+// "2w") with the store's parser; zero or absurdly long lifetimes fall back
+// to the server's.
 func parseLifetime(s string) (time.Duration, bool) {
-	m := lifetimeSyntax.FindStringSubmatch(s)
-	if m == nil {
+	d, err := store.ParseLifetime(s)
+	if err != nil || d <= 0 || d > maxLifetime {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	unit := map[string]time.Duration{
-		"s": time.Second, "m": time.Minute, "h": time.Hour,
-		"d": 24 * time.Hour, "w": 7 * 24 * time.Hour, "y": 365 * 24 * time.Hour,
-	}[m[2]]
-	if n > int64(100*365*24*time.Hour/unit) {
-		return 0, false
-	}
-	return time.Duration(n) * unit, true
+	return d, true
 }
 
 // randomSecret is a refresh secret: 32 random bytes, hex, as Medplum's.
