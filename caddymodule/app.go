@@ -213,7 +213,10 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	}
 	st := a.store.store
 	var err error
-	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: oauth.KeyStore{Store: st}})
+	// Retired keys must verify as long as the longest token lives; the
+	// default covers two weeks, a longer configured lifetime extends it.
+	maxLife := max(tokens.DefaultMaxTokenLifetime, time.Duration(a.RefreshTokenTTL)+time.Hour, time.Duration(a.AccessTokenTTL)+time.Hour)
+	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: oauth.KeyStore{Store: st}, MaxTokenLifetime: maxLife})
 	if err != nil {
 		return fmt.Errorf("loading signing keys: %w", err)
 	}

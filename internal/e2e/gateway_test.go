@@ -100,3 +100,19 @@ func TestGatewayTokenLifecycle(t *testing.T) {
 		t.Fatal("a revoked token reached the backend")
 	}
 }
+
+// TestLongRefreshLifetime: a refresh_token_ttl beyond the token service's
+// default maximum (two weeks) still signs people in with it.
+func TestLongRefreshLifetime(t *testing.T) {
+	s := startStack(t, "refresh_token_ttl 720h")
+	form := url.Values{
+		"grant_type":         {"urn:ietf:params:oauth:grant-type:token-exchange"},
+		"client_id":          {"alpha-app"},
+		"subject_token":      {"alice-token"},
+		"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+	}
+	r := do(t, "POST", s.gateway+"/oauth2/token", "application/x-www-form-urlencoded", form.Encode())
+	if r.status != 200 || r.json(t)["refresh_token"] == nil {
+		t.Fatalf("exchange with a 30-day refresh lifetime: %d %s", r.status, r.body)
+	}
+}

@@ -125,8 +125,10 @@ func signingFailure(err error) *Error {
 }
 
 // lifetimes returns the client's token lifetimes, falling back to the
-// server's. Lifetimes use Medplum's format, validated when the client is
-// stored.
+// server's, capped at the longest lifetime the token service issues (a
+// retired signing key verifies only that long): a client configured longer
+// gets the cap rather than a failed exchange. Lifetimes use Medplum's
+// format, validated when the client is stored.
 func (s *Server) lifetimes(c *store.ClientApplication) (access, refresh time.Duration) {
 	access, refresh = s.o.AccessTokenTTL, s.o.RefreshTokenTTL
 	if d, ok := parseLifetime(c.AccessTokenLifetime); ok {
@@ -135,7 +137,8 @@ func (s *Server) lifetimes(c *store.ClientApplication) (access, refresh time.Dur
 	if d, ok := parseLifetime(c.RefreshTokenLifetime); ok {
 		refresh = d
 	}
-	return access, refresh
+	limit := s.o.Tokens.MaxTokenLifetime()
+	return min(access, limit), min(refresh, limit)
 }
 
 // maxLifetime bounds a client's configured token lifetime.

@@ -187,6 +187,9 @@ func (s *Service) SigningKeyID() string {
 // Issuer returns the configured issuer.
 func (s *Service) Issuer() string { return s.issuer }
 
+// MaxTokenLifetime is the longest lifetime a token may be issued with.
+func (s *Service) MaxTokenLifetime() time.Duration { return s.maxLife }
+
 // JWKS returns the JSON Web Key Set of the keys that currently verify:
 // {"keys":[{"kty":"EC","crv":"P-256","x":…,"y":…,"kid":…,"alg":"ES256","use":"sig"}…]},
 // signing key first. Private parts are never included. The bytes are built
