@@ -24,7 +24,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, typ string) {
 		return
 	}
 	w.Header().Set("Location", Prefix+typ+"/"+res.Base().ID)
-	writeResource(w, http.StatusCreated, res)
+	fhir.WriteResource(w, http.StatusCreated, res)
 }
 
 func (h *Handler) put(w http.ResponseWriter, r *http.Request, typ, id string) {
@@ -52,7 +52,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, typ, id string) {
 		status = http.StatusCreated
 		w.Header().Set("Location", Prefix+typ+"/"+id)
 	}
-	writeResource(w, status, res)
+	fhir.WriteResource(w, status, res)
 }
 
 func (h *Handler) read(w http.ResponseWriter, r *http.Request, typ, id string) {
@@ -65,7 +65,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, typ, id string) {
 		writeStoreError(w, err)
 		return
 	}
-	writeResource(w, http.StatusOK, res)
+	fhir.WriteResource(w, http.StatusOK, res)
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, typ, id string) {
@@ -109,14 +109,6 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, typ string) {
 		return
 	}
 	fhir.WriteJSON(w, http.StatusOK, fhir.NewSearchBundle(found))
-}
-
-// writeResource answers a stored resource with its version as the ETag.
-func writeResource(w http.ResponseWriter, status int, res store.Resource) {
-	if v := res.Base().Meta.VersionID; v != "" {
-		w.Header().Set("ETag", `W/"`+v+`"`)
-	}
-	fhir.WriteJSON(w, status, res)
 }
 
 // parseETag accepts W/"v", "v" or v as an If-Match value.

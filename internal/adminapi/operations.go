@@ -59,7 +59,7 @@ func (h *Handler) serveDeploy(w http.ResponseWriter, r *http.Request, botID stri
 		writeStoreError(w, err)
 		return
 	}
-	writeResource(w, http.StatusOK, bot)
+	fhir.WriteResource(w, http.StatusOK, bot)
 }
 
 func (h *Handler) serveRotate(w http.ResponseWriter, r *http.Request) {

@@ -45,7 +45,7 @@ func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Ide
 			return
 		}
 		w.Header().Set("Location", a.o.FHIRBase+"/Bot/"+bot.ID)
-		writeBot(w, http.StatusCreated, bot)
+		fhir.WriteResource(w, http.StatusCreated, bot)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "use GET to search bots or POST to create one")
@@ -60,7 +60,7 @@ func (a *API) serveBot(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 	}
 	switch r.Method {
 	case http.MethodGet:
-		writeBot(w, http.StatusOK, existing)
+		fhir.WriteResource(w, http.StatusOK, existing)
 	case http.MethodPut:
 		bot, ok := a.readBot(w, r)
 		if !ok {
@@ -79,7 +79,7 @@ func (a *API) serveBot(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 			a.writeStoreError(w, err)
 			return
 		}
-		writeBot(w, http.StatusOK, bot)
+		fhir.WriteResource(w, http.StatusOK, bot)
 	case http.MethodDelete:
 		if err := a.o.Store.Delete(r.Context(), "Bot", botID); err != nil {
 			a.writeStoreError(w, err)
@@ -232,13 +232,6 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	return body, true
-}
-
-func writeBot(w http.ResponseWriter, status int, bot *store.Bot) {
-	if v := bot.Meta.VersionID; v != "" {
-		w.Header().Set("ETag", `W/"`+v+`"`)
-	}
-	fhir.WriteJSON(w, status, bot)
 }
 
 // writeStoreError maps a store error to an OperationOutcome; unexpected

@@ -25,3 +25,12 @@ func StoreError(err error) (status int, text, field string) {
 		return http.StatusInternalServerError, "store error", ""
 	}
 }
+
+// WriteResource answers a stored resource as FHIR JSON, with its version
+// as a weak ETag.
+func WriteResource(w http.ResponseWriter, status int, res store.Resource) {
+	if v := res.Base().Meta.VersionID; v != "" {
+		w.Header().Set("ETag", `W/"`+v+`"`)
+	}
+	WriteJSON(w, status, res)
+}
