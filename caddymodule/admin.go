@@ -101,7 +101,10 @@ func (a *App) adminHandler() http.Handler {
 		},
 		Backup: func(w io.Writer) error { return db.Backup(w) },
 		Restore: func(r io.Reader) error {
-			if err := db.Restore(r); err != nil {
+			err := db.Restore(r)
+			// Even a failed restore may have replaced some records.
+			st.Invalidate()
+			if err != nil {
 				return err
 			}
 			a.logger.Info("store restored from backup")

@@ -51,6 +51,7 @@ type API struct {
 	o     Options
 	audit *auditWriter
 	code  *codeCache
+	bots  *botCache
 	jobs  sync.WaitGroup // async runs in flight
 }
 
@@ -72,7 +73,7 @@ func New(o Options) (*API, error) {
 		o.OnExecute = func(string, time.Duration, time.Duration) {}
 	}
 	o.FHIRBase = strings.TrimSuffix(o.FHIRBase, "/")
-	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache()}, nil
+	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache(), bots: newBotCache()}, nil
 }
 
 // Close waits for async runs to finish, then writes the audit events still

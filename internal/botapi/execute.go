@@ -27,11 +27,12 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		return
 	}
 	ctx := r.Context()
-	bot, status, msg := a.findBot(ctx, r, id, botID)
-	if bot == nil {
+	found, status, msg := a.findBot(ctx, r, id, botID)
+	if found == nil {
 		fhir.WriteOutcome(w, status, msg)
 		return
 	}
+	bot := found.bot
 	input, ierr := a.readInput(r)
 	if ierr != nil {
 		fhir.WriteOutcome(w, ierr.Status, ierr.Message, exprs(ierr.Expression)...)
@@ -47,13 +48,6 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		fhir.WriteOutcome(w, http.StatusInternalServerError, "loading the bot's code failed")
 		return
 	}
-	secrets, err := a.secrets(ctx, bot)
-	if err != nil {
-		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
-		fhir.WriteOutcome(w, http.StatusInternalServerError, "loading the bot's secrets failed")
-		return
-	}
-
 	traceID := traceIDOf(r)
 	started := time.Now()
 	req := botrunner.Request{
@@ -66,7 +60,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 			Bot:         botrunner.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name},
 			ContentType: r.Header.Get("Content-Type"),
 			Input:       input,
-			Secrets:     secrets,
+			Secrets:     found.secrets,
 			TraceID:     traceID,
 			Headers:     eventHeaders(r.Header),
 		},
@@ -126,39 +120,63 @@ func (a *API) run(ctx context.Context, bot *store.Bot, id *oauth.Identity, req b
 }
 
 // findBot resolves the bot from the path id or the identifier parameter,
-// within the caller's project only. On failure it returns the status and
-// message to answer.
-func (a *API) findBot(ctx context.Context, r *http.Request, id *oauth.Identity, botID string) (*store.Bot, int, string) {
-	if botID != "" {
-		bot, err := store.Get[store.Bot](ctx, a.o.Store, botID)
+// within the caller's project only, with the secrets its run sees. On
+// failure it returns the status and message to answer.
+func (a *API) findBot(ctx context.Context, r *http.Request, id *oauth.Identity, botID string) (*resolvedBot, int, string) {
+	k := botCacheKey{project: id.ProjectID, key: botID}
+	if botID == "" {
+		idents := r.URL.Query()["identifier"]
+		switch {
+		case len(idents) == 0:
+			return nil, http.StatusBadRequest, "Must specify bot ID or identifier."
+		case len(idents) > 1:
+			return nil, http.StatusBadRequest, "identifier given more than once"
+		case idents[0] == "":
+			return nil, http.StatusBadRequest, "identifier is empty"
+		}
+		k.byIdentifier, k.key = true, idents[0]
+	}
+	changes := a.o.Store.Changes(botInputTypes...)
+	if e := a.bots.get(k, changes); e != nil {
+		return e, 0, ""
+	}
+	bot, status, msg := a.lookupBot(ctx, id, k)
+	if bot == nil {
+		return nil, status, msg
+	}
+	secrets, err := a.secrets(ctx, bot)
+	if err != nil {
+		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
+		return nil, http.StatusInternalServerError, "loading the bot's secrets failed"
+	}
+	e := &resolvedBot{bot: bot, secrets: secrets, changes: changes}
+	a.bots.put(k, e)
+	return e, 0, ""
+}
+
+// lookupBot reads the bot k names from the store.
+func (a *API) lookupBot(ctx context.Context, id *oauth.Identity, k botCacheKey) (*store.Bot, int, string) {
+	if !k.byIdentifier {
+		bot, err := store.Get[store.Bot](ctx, a.o.Store, k.key)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && bot.Meta.Project != id.ProjectID) {
-			return nil, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", botID)
+			return nil, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", k.key)
 		}
 		if err != nil {
-			a.o.Logger.Error("loading bot", zap.String("bot", botID), zap.Error(err))
+			a.o.Logger.Error("loading bot", zap.String("bot", k.key), zap.Error(err))
 			return nil, http.StatusInternalServerError, "loading the bot failed"
 		}
 		return bot, 0, ""
 	}
-	idents := r.URL.Query()["identifier"]
-	switch {
-	case len(idents) == 0:
-		return nil, http.StatusBadRequest, "Must specify bot ID or identifier."
-	case len(idents) > 1:
-		return nil, http.StatusBadRequest, "identifier given more than once"
-	case idents[0] == "":
-		return nil, http.StatusBadRequest, "identifier is empty"
-	}
-	system, value, ok := strings.Cut(idents[0], "|")
+	system, value, ok := strings.Cut(k.key, "|")
 	if !ok {
-		system, value = "", idents[0]
+		system, value = "", k.key
 	}
 	bot, err := a.o.Store.BotByIdentifier(ctx, id.ProjectID, system, value)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, http.StatusNotFound, fmt.Sprintf("no bot with identifier %s", idents[0])
+		return nil, http.StatusNotFound, fmt.Sprintf("no bot with identifier %s", k.key)
 	case errors.Is(err, store.ErrConflict):
-		return nil, http.StatusBadRequest, fmt.Sprintf("identifier %s matches several bots; give the system too", idents[0])
+		return nil, http.StatusBadRequest, fmt.Sprintf("identifier %s matches several bots; give the system too", k.key)
 	case err != nil:
 		a.o.Logger.Error("finding bot by identifier", zap.Error(err))
 		return nil, http.StatusInternalServerError, "finding the bot failed"

@@ -86,6 +86,9 @@ func (s *Store) commitBatch(batch []*groupedWrite) {
 			}
 			return nil
 		})
+		for _, op := range live {
+			s.changes.note(op.w.typ) // before any caller returns
+		}
 		if err == nil {
 			for _, op := range live {
 				op.done <- nil
@@ -95,6 +98,7 @@ func (s *Store) commitBatch(batch []*groupedWrite) {
 	}
 	for _, op := range live {
 		err := s.kv.Update(op.ctx, op.w.apply)
+		s.changes.note(op.w.typ)
 		if err != nil {
 			err = fmt.Errorf("writing %s/%s: %w", op.w.typ, op.w.r.Base().ID, err)
 		}

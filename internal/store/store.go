@@ -22,9 +22,10 @@ type Options struct {
 // Store keeps typed resources on a [KV]. It is safe for concurrent use;
 // several gateways may share one KV.
 type Store struct {
-	kv    KV
-	now   func() time.Time
-	group groupCommit
+	kv      KV
+	now     func() time.Time
+	group   groupCommit
+	changes changeCounters
 }
 
 // New returns a Store on kv.
@@ -33,7 +34,7 @@ func New(kv KV, o Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{kv: kv, now: now}
+	return &Store{kv: kv, now: now, changes: newChangeCounters()}
 }
 
 // KV returns the underlying key-value store.
@@ -103,7 +104,9 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 	if err != nil {
 		return false, err
 	}
-	if err := s.kv.Update(ctx, w.apply); err != nil {
+	err = s.kv.Update(ctx, w.apply)
+	s.changes.note(w.typ)
+	if err != nil {
 		return false, fmt.Errorf("writing %s/%s: %w", w.typ, r.Base().ID, err)
 	}
 	return w.created, nil
@@ -143,6 +146,9 @@ func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) erro
 		}
 		return nil
 	})
+	for _, w := range writes {
+		s.changes.note(w.typ)
+	}
 	if err != nil {
 		restore()
 		return fmt.Errorf("writing %d resources: %w", len(rs), err)
@@ -368,6 +374,7 @@ func (s *Store) Delete(ctx context.Context, resourceType, id string) error {
 		}
 		return tx.Delete(recordKey(resourceType, id))
 	})
+	s.changes.note(resourceType)
 	if err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", resourceType, id, err)
 	}
