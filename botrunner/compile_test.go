@@ -94,6 +94,15 @@ export const handler = async () => ({ s: core.getReferenceString({ resourceType:
 			want: `{"s":"Bot/b"}`,
 		},
 		{
+			name:     "ESM re-export of @medplum/core beside the handler",
+			filename: "index.ts",
+			src: `export * from '@medplum/core';
+export { createReference as ref } from '@medplum/core';
+export let runs = 0;
+export async function handler() { runs++; return { runs } }`,
+			want: `{"runs":1}`,
+		},
+		{
 			name:     "async generators and for await are lowered",
 			filename: "index.ts",
 			src: `async function* counter(n: number) { for (let i = 1; i <= n; i++) { await null; yield i } }
@@ -130,6 +139,19 @@ export async function handler(medplum: unknown, event: any) {
 				t.Errorf("body = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCompileDirectExports pins the text of esbuild's ESM-to-CommonJS helper that Compile
+// replaces with a cheaper equivalent: after an esbuild upgrade that writes it differently this
+// fails, and the replacement must follow (bots still run; they only lose the speed).
+func TestCompileDirectExports(t *testing.T) {
+	p := mustCompile(t, "index.ts", `export async function handler() { return 1 }`)
+	if !strings.Contains(p.JS, directToCommonJS) || strings.Contains(p.JS, esbuildToCommonJS) {
+		t.Fatalf("esbuild's __toCommonJS was not replaced; compiled code:\n%s", p.JS)
+	}
+	if cjs := mustCompile(t, "index.js", `exports.handler = () => 1`); strings.Contains(cjs.JS, "__toCommonJS") {
+		t.Errorf("CommonJS gained a helper:\n%s", cjs.JS)
 	}
 }
 
