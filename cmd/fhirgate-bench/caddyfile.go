@@ -36,6 +36,7 @@ type caddyConfig struct {
 	echoBotSource string // path of the echo bot, declared when set
 	respondBody   string // body of the respond site
 	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
+	botMax        int    // fhirgate's bot_max_concurrent; 0 keeps the default
 }
 
 // caddyfile renders the config. Access logs stay off (Caddy's default) so
@@ -52,6 +53,9 @@ func (c caddyConfig) caddyfile() string {
 	w("\t\tissuer http://%s", c.sites.gateway)
 	if c.botIsolation != "" {
 		w("\t\tbot_isolation %s", c.botIsolation)
+	}
+	if c.botMax > 0 {
+		w("\t\tbot_max_concurrent %d", c.botMax)
 	}
 	w("\t\tproject %s {", benchProject)
 	w("\t\t\tname %s", benchProject)

@@ -63,6 +63,7 @@ func run(ctx context.Context, args []string) int {
 	soak := fs.Duration("soak", 0, "override the soak duration")
 	keep := fs.Bool("keep", false, "keep the temporary directory (Caddyfiles, logs, stores)")
 	isolation := fs.String("bot-isolation", "", "fhirgate bot_isolation for every Caddy: process or inprocess (default: fhirgate's default)")
+	botMax := fs.Int("bot-max-concurrent", 0, "fhirgate bot_max_concurrent for every Caddy (default: fhirgate's default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -86,6 +87,7 @@ func run(ctx context.Context, args []string) int {
 		mode = "short"
 	}
 	set.BotIsolation = *isolation
+	set.BotMaxConcurrent = *botMax
 	rep, err := bench(ctx, set, mode, want, *profile, *keep)
 	if rep != nil {
 		if werr := rep.writeTable(os.Stdout); werr != nil {
@@ -162,7 +164,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}()
 	selected := func(id int) bool { return want == nil || slices.Contains(want, id) }
 
-	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, isolation: set.BotIsolation, log: os.Stderr}
+	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, isolation: set.BotIsolation, botMax: set.BotMaxConcurrent, log: os.Stderr}
 	var err error
 	if h.root, err = repoRoot(ctx); err != nil {
 		return rep, err

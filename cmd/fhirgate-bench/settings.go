@@ -26,6 +26,8 @@ type settings struct {
 	Rounds int `json:"rounds"`
 	// BotIsolation is fhirgate's bot_isolation; "" is its default.
 	BotIsolation string `json:"bot_isolation,omitempty"`
+	// BotMaxConcurrent is fhirgate's bot_max_concurrent; 0 is its default.
+	BotMaxConcurrent int `json:"bot_max_concurrent,omitempty"`
 }
 
 func defaultSettings(short bool) settings {
