@@ -32,7 +32,7 @@ type botFixture struct {
 	kv  *countingKV
 }
 
-func newBotFixture(t *testing.T) *botFixture {
+func newBotFixture(t testing.TB) *botFixture {
 	t.Helper()
 	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
 	if err != nil {
@@ -173,4 +173,38 @@ func TestResolvedBotsFollowWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkFindBot is the bot lookup of a run by identifier: from the cache,
+// and from the store when every lookup follows a write (cache useless).
+func BenchmarkFindBot(b *testing.B) {
+	ctx := context.Background()
+	f := newBotFixture(b)
+	project := &store.Project{Name: "p", Secret: []store.ProjectSetting{{Name: "S", ValueString: "x"}}}
+	if err := f.st.Create(ctx, project, store.PutOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	bot := &store.Bot{Name: "echo", Identifier: []store.Identifier{{System: "sys", Value: "echo"}}}
+	bot.Meta.Project = project.ID
+	if err := f.st.Create(ctx, bot, store.PutOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	caller := &oauth.Identity{ProjectID: project.ID}
+	r := httptest.NewRequest(http.MethodPost, "/fhir/R4/Bot/$execute?identifier=sys%7Cecho", nil)
+	find := func(b *testing.B) {
+		if found, status, msg := f.api.findBot(ctx, r, caller, ""); found == nil {
+			b.Fatalf("%d %s", status, msg)
+		}
+	}
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			find(b)
+		}
+	})
+	b.Run("uncached", func(b *testing.B) {
+		for b.Loop() {
+			f.st.Invalidate()
+			find(b)
+		}
+	})
 }
