@@ -100,9 +100,18 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// transaction — which is why Store.Create merges concurrent creates
 	// into one transaction (group.go).
 	opts.SyncWrites = true
-	// Each memtable is an arena of about 1.3x this size; 8 MiB instead of
-	// 64 MiB is ample for small admin records and bounds write-side memory.
-	opts.MemTableSize = 8 << 20
+	// Each memtable is an arena of about 1.3x this size, and the level-0
+	// table it is flushed into is built in a buffer of 2x this size (table
+	// builders take that buffer from a pool of up to 8 that Badger keeps
+	// while it writes, and a buffer only ever grows to the largest table it
+	// built). 4 MiB instead of Badger's 64 MiB: the largest transaction is
+	// then 15% of it, 629 KB, which still holds the biggest batch we write
+	// (256 AuditEvents of at most 1 KiB in the tree plus their 4 index keys,
+	// about 390 KB; larger values go to the value log). Replaying 300k
+	// Logins and AuditEvents into a test store, 8 MiB -> 4 MiB took the
+	// live heap Badger keeps after the writes from 87 to 43 MiB (with the
+	// table sizes below).
+	opts.MemTableSize = 4 << 20
 	// One mutable plus one flushing memtable; the default 5 would pin up to
 	// 5 arenas under write bursts.
 	opts.NumMemtables = 2
@@ -121,6 +130,22 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// which is cheap at this data size.
 	opts.NumLevelZeroTables = 3
 	opts.NumLevelZeroTablesStall = 8
+	// Tables are built in memory before they are written: the builder
+	// buffer holds the table's blocks uncompressed and compressed (Snappy
+	// halves our JSON: 2.1x), about 3x the table size. Badger's defaults
+	// (2 MiB base tables, x2 per level below the base level) make the
+	// deepest tables grow with the data — 8 MiB after 1.5 million requests
+	// of the benchmark mix, with pooled builder buffers of 16-48 MiB each,
+	// 256 MiB of live heap that GOGC=100 doubles. 512 KiB at every level
+	// bounds each compaction buffer at 1+2 MiB whatever the data size.
+	// fhirgate-bench scenario 5 (100k mixed requests + 5-minute soak):
+	// live heap at soak end 280 -> 51 MB, anon RSS 554 -> 127 MiB, peak RSS
+	// 1010 -> 538 MiB; the replay's retained heap 448 -> 43 MiB at a write
+	// rate within noise (24.7k vs 22.0k records/s on 2 shared CPUs). The
+	// price is more, smaller files: about 2 per MiB of compressed data (690
+	// tables for 260 MB), each an open file and a mapping.
+	opts.BaseTableSize = 512 << 10
+	opts.TableSizeMultiplier = 1
 	// Value log files are mmapped; 64 MiB instead of 1 GiB keeps mappings
 	// small and lets value-log GC reclaim space in smaller steps.
 	opts.ValueLogFileSize = 64 << 20
