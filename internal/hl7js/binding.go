@@ -48,16 +48,23 @@ type state struct {
 // the message: edits happen on the JavaScript objects.
 type handle struct{ m *hl7.Message }
 
-// stateOf returns rt's state, creating an empty one on first call.
-func stateOf(rt *goja.Runtime) (*state, error) {
-	g := rt.GlobalObject()
-	if v := g.GetSymbol(stateKey); v != nil {
+// existingState returns rt's state, or nil when nothing has made one yet.
+func existingState(rt *goja.Runtime) *state {
+	if v := rt.GlobalObject().GetSymbol(stateKey); v != nil {
 		if st, ok := v.Export().(*state); ok {
-			return st, nil
+			return st
 		}
 	}
+	return nil
+}
+
+// stateOf returns rt's state, creating an empty one on first call.
+func stateOf(rt *goja.Runtime) (*state, error) {
+	if st := existingState(rt); st != nil {
+		return st, nil
+	}
 	st := &state{rt: rt}
-	if err := g.DefineDataPropertySymbol(stateKey, rt.ToValue(st), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+	if err := rt.GlobalObject().DefineDataPropertySymbol(stateKey, rt.ToValue(st), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
 		return nil, fmt.Errorf("storing HL7 binding state: %w", err)
 	}
 	return st, nil

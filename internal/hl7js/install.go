@@ -97,11 +97,14 @@ func Unwrap(rt *goja.Runtime, v goja.Value) (m *hl7.Message, ok bool) {
 	if !isObj {
 		return nil, false
 	}
-	st, err := stateOf(rt)
-	if err != nil || st.classes == nil {
+	// Looked up, not created: most results are not HL7, and making the
+	// state costs more than the rest of this check.
+	st := existingState(rt)
+	if st == nil || st.classes == nil {
 		return nil, false // the classes were never loaded, so v cannot be one
 	}
 	var s, h goja.Value
+	var err error
 	if ex := rt.Try(func() {
 		if st.isMessage(obj) {
 			if s, err = st.toString(obj); err == nil {
