@@ -1,12 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -23,7 +25,18 @@ type BadgerOptions struct {
 	// Logger receives Badger's own log lines (the caller adapts zap); nil
 	// discards them.
 	Logger BadgerLogger
+	// GCInterval is how often the value log is garbage-collected. Values
+	// over the value threshold (bot code, AuditEvents with long console
+	// output, async job results) live in the value log, and the space of
+	// the deleted, replaced and expired ones comes back only through its
+	// GC. 0 means DefaultGCInterval; negative turns it off.
+	GCInterval time.Duration
 }
+
+// DefaultGCInterval is how often an on-disk store collects its value log.
+// A pass that finds nothing to rewrite costs one look at Badger's discard
+// statistics.
+const DefaultGCInterval = 10 * time.Minute
 
 // BadgerLogger is the logger Badger writes to. It has the same method set as
 // badger.Logger so callers need not import Badger.
@@ -39,6 +52,10 @@ type Badger struct {
 	db     *badger.DB
 	logger BadgerLogger
 	guard  *writeGuard // nil in memory
+
+	stopGC   chan struct{} // closed by Close; nil when GC is off
+	gcDone   chan struct{} // closed when the GC loop has returned
+	gcPasses atomic.Int64  // GC passes run by the loop, for tests
 
 	closeOnce sync.Once
 	closeErr  error
@@ -69,6 +86,10 @@ func OpenBadger(o BadgerOptions) (*Badger, error) {
 	if !o.InMemory {
 		// Room for a memtable flush, a WAL rotation and compaction output.
 		b.guard = newWriteGuard(o.Dir, 4*uint64(badgerOptions(o).MemTableSize)+8<<20)
+		if interval := cmp.Or(o.GCInterval, DefaultGCInterval); interval > 0 {
+			b.stopGC, b.gcDone = make(chan struct{}), make(chan struct{})
+			go b.gcLoop(interval)
+		}
 	}
 	return b, nil
 }
@@ -214,6 +235,10 @@ func (b *Badger) Update(ctx context.Context, fn func(Txn) error) error {
 // returns the first call's result.
 func (b *Badger) Close() error {
 	b.closeOnce.Do(func() {
+		if b.stopGC != nil { // a GC pass must not run into the close
+			close(b.stopGC)
+			<-b.gcDone
+		}
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("closing storage: %w", err)
 		}

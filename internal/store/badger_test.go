@@ -327,3 +327,47 @@ func TestRunGC(t *testing.T) {
 		t.Fatalf("binary after GC: %v", err)
 	}
 }
+
+// TestValueLogGCRunsUntilClose checks the periodic value-log GC: it runs on
+// its interval, never after Close, and leaves the data readable.
+func TestValueLogGCRunsUntilClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	kv, err := OpenBadger(BadgerOptions{Dir: dir, GCInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(kv, Options{})
+	bin := mustCreate(t, s, &Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 4096)})
+	for range 5 {
+		if _, err := s.Put(ctx, bin, PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); kv.gcPasses.Load() < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d value-log GC passes in 10 s at a 10 ms interval", kv.gcPasses.Load())
+		}
+	}
+	if err := kv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	passes := kv.gcPasses.Load()
+	time.Sleep(50 * time.Millisecond)
+	if n := kv.gcPasses.Load(); n != passes {
+		t.Fatalf("%d value-log GC passes after Close", n-passes)
+	}
+
+	kv, err = OpenBadger(BadgerOptions{Dir: dir, GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	if kv.stopGC != nil {
+		t.Error("a negative GCInterval started the GC loop")
+	}
+	if got, err := Get[Binary](ctx, New(kv, Options{}), bin.ID); err != nil || got.Data != bin.Data {
+		t.Fatalf("binary after GC and reopen: %v", err)
+	}
+}
