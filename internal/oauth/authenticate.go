@@ -88,7 +88,7 @@ func (s *Server) session(ctx context.Context, c *tokens.Claims) (*store.Login, *
 		return nil, nil, e
 	}
 	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, refID(login.Membership.Reference))
-	if err != nil || (m.Active != nil && !*m.Active) {
+	if err != nil || !m.IsActive() {
 		return nil, nil, authErr("membership", "the access token's membership is no longer active")
 	}
 	s.sessions.put(login, m)

@@ -60,7 +60,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 	if m == nil {
 		return nil, nil, noMatch()
 	}
-	if m.Active != nil && !*m.Active {
+	if !m.IsActive() {
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "membership_inactive", "the membership is not active")
 	}
 	if user == nil {

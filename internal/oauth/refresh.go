@@ -97,7 +97,7 @@ func (s *Server) currentMember(ctx context.Context, login *store.Login) (*store.
 	if err != nil {
 		return nil, nil, storeFailure("loading the membership", err)
 	}
-	if m.Active != nil && !*m.Active {
+	if !m.IsActive() {
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "membership_inactive", "the membership is not active")
 	}
 	u, err := store.Get[store.User](ctx, s.o.Store, refID(login.User.Reference))
