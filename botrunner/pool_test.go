@@ -197,33 +197,7 @@ func TestPoolForwardsMedplumCalls(t *testing.T) {
 
 func TestPoolCancellation(t *testing.T) {
 	p := newTestPool(t, PoolOptions{})
-	prog := mustCompile(t, "index.ts", `export async function handler(medplum: any) {
-  console.log('started');
-  await medplum.readResource('Patient', '1');
-  for (;;) {}
-}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	res, err := p.Run(ctx, Request{Code: prog.JS, Timeout: 10 * time.Second, Medplum: cancellingClient{cancel}})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	if res == nil || res.Outcome != OutcomeError || res.Message != cancelledMessage || res.Console != "started\n" {
-		t.Errorf("result = %+v", res)
-	}
-
-	loop := mustCompile(t, "index.js", `exports.handler = () => { for (;;) {} }`)
-	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	res, err = p.Run(ctx, Request{Code: loop.JS, Timeout: 10 * time.Second})
-	if err != nil || res.Outcome != OutcomeTimeout || res.Message != deadlineMessage {
-		t.Errorf("Run = %+v, %v; want a timeout result", res, err)
-	}
-
-	ctx, cancel = context.WithCancel(context.Background())
-	cancel()
-	if _, err := p.Run(ctx, Request{Code: loop.JS}); !errors.Is(err, context.Canceled) {
-		t.Errorf("already cancelled: err = %v", err)
-	}
+	checkContextEndsTheRun(t, p)
 	if n := p.spawns.Load(); n != 1 {
 		t.Errorf("%d workers started; interrupted runs should not cost a worker", n)
 	}

@@ -301,7 +301,15 @@ func (c cancellingClient) Do(context.Context, string, string, url.Values, []byte
 }
 
 func TestContextEndsTheRun(t *testing.T) {
-	r := New(Options{})
+	checkContextEndsTheRun(t, New(Options{}))
+}
+
+// checkContextEndsTheRun is the cancellation contract every Executor keeps:
+// a cancelled caller gets the interrupted run with context.Canceled, a
+// caller's deadline ends the run as a timeout, and an already cancelled
+// context runs nothing.
+func checkContextEndsTheRun(t *testing.T, e Executor) {
+	t.Helper()
 	p := mustCompile(t, "index.ts", `export async function handler(medplum: any) {
   console.log('started');
   await medplum.readResource('Patient', '1');
@@ -309,7 +317,7 @@ func TestContextEndsTheRun(t *testing.T) {
 }`)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	res, err := r.Run(ctx, Request{Code: p.JS, Timeout: 10 * time.Second, Medplum: cancellingClient{cancel}})
+	res, err := e.Run(ctx, Request{Code: p.JS, Timeout: 10 * time.Second, Medplum: cancellingClient{cancel}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -320,14 +328,14 @@ func TestContextEndsTheRun(t *testing.T) {
 	loop := mustCompile(t, "index.js", `exports.handler = () => { for (;;) {} }`)
 	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	res, err = r.Run(ctx, Request{Code: loop.JS, Timeout: 10 * time.Second})
+	res, err = e.Run(ctx, Request{Code: loop.JS, Timeout: 10 * time.Second})
 	if err != nil || res.Outcome != OutcomeTimeout || res.Message != deadlineMessage {
 		t.Errorf("Run = %+v, %v; want a timeout result", res, err)
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.Run(ctx, Request{Code: loop.JS}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Run(ctx, Request{Code: loop.JS}); !errors.Is(err, context.Canceled) {
 		t.Errorf("already cancelled: err = %v", err)
 	}
 }
