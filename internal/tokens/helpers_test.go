@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/fakeclock"
 )
 
 // memStore is a KeyStore that keeps what a real store would: the JWK fields
@@ -91,24 +93,9 @@ func (m *memStore) key(t *testing.T, id string) Key {
 }
 
 // clock is the Now seam.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = fakeclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+var newClock = fakeclock.New
 
 const testIssuer = "https://fhir.example.test/"
 

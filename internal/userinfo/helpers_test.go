@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/fakeclock"
 )
 
 const testToken = "provider-access-token.abc123"
@@ -73,24 +75,10 @@ func hang(t *testing.T) <-chan struct{} {
 	return stop
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the Now seam.
+type clock = fakeclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+var newClock = fakeclock.New
 
 func wantKind(t *testing.T, err error, want Kind) *Error {
 	t.Helper()
