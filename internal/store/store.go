@@ -63,7 +63,7 @@ func (s *Store) Create(ctx context.Context, r Resource, o PutOptions) error {
 	}
 	b := r.Base()
 	saved := *b
-	b.ID = uuid.NewString()
+	b.ID = newID()
 	o.IfMatch = ""
 	w, err := s.prepare(res, o, false)
 	if err == nil {
@@ -132,7 +132,7 @@ func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) erro
 			return err
 		}
 		saved[i] = *r.Base()
-		r.Base().ID = uuid.NewString()
+		r.Base().ID = newID()
 		if writes[i], err = s.prepare(res, o, false); err != nil {
 			restore()
 			return err
@@ -410,3 +410,17 @@ func checkNoDependents(tx Txn, resourceType, id string) error {
 	}
 	return nil
 }
+
+// newID names a new record: a time-ordered UUID (RFC 9562 version 7, a
+// millisecond timestamp then 74 random bits). Records and most index keys
+// end in the id, and the high-volume records (a Login per token exchange, an
+// AuditEvent per bot run) are only ever appended. Random ids scatter every
+// memtable across the whole key range, so each compaction rewrites most of
+// the level below; time-ordered ids land at the end of the range and
+// compaction mostly moves tables down. BenchmarkRecordIDs, 307k Logins and
+// AuditEvents: CPU including compaction -31%, table bytes -30% (keys that
+// share a longer prefix also compress better). The ids stay valid FHIR ids,
+// Medplum's format and unguessable; the creation time they reveal is in
+// every record's meta.lastUpdated anyway. A variable so the benchmark can
+// compare against random ids.
+var newID = func() string { return uuid.Must(uuid.NewV7()).String() }

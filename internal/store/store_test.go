@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // crudCase builds one resource of a type (creating what it depends on) and
@@ -173,6 +175,38 @@ func TestCRUDEveryType(t *testing.T) {
 	for _, typ := range ResourceTypes() {
 		if !covered[typ] {
 			t.Errorf("no CRUD case for %s", typ)
+		}
+	}
+}
+
+// TestCreatedIDsAreTimeOrdered pins why ids are version-7 UUIDs: ids made one
+// after another sort in creation order, so appended records land at the end
+// of the key range (see newID), whether made by Create or CreateAll.
+func TestCreatedIDsAreTimeOrdered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestStore(t)
+	var ids []string
+	for range 50 {
+		ids = append(ids, mustCreate(t, s, &Login{User: Reference{Reference: "User/u1"}}).ID)
+	}
+	batch := make([]Resource, 50)
+	for i := range batch {
+		batch[i] = &AuditEvent{Type: Coding{Code: "execute"}, Outcome: "0"}
+	}
+	if err := s.CreateAll(ctx, batch, PutOptions{}); err != nil {
+		t.Fatalf("CreateAll: %v", err)
+	}
+	for _, r := range batch {
+		ids = append(ids, r.Base().ID)
+	}
+	for i, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 7 {
+			t.Fatalf("id %d = %q (version %v, %v); want a version-7 UUID", i, id, u.Version(), err)
+		}
+		if i > 0 && id <= ids[i-1] {
+			t.Fatalf("id %d = %s sorts before or equal to the one created before it, %s", i, id, ids[i-1])
 		}
 	}
 }

@@ -1,0 +1,98 @@
+//go:build unix
+
+package store
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// BenchmarkRecordIDs writes what a busy gateway writes (batches of Logins and
+// AuditEvents, as the audit writer and grouped creates commit them) with
+// random and with time-ordered ids, and reports the process CPU per record
+// including Badger's background compaction, and the table bytes per record.
+// Compaction only shows at volume: run with -benchtime=1200x (307k records).
+func BenchmarkRecordIDs(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		id   func() string
+	}{
+		{"random-v4", uuid.NewString},
+		{"time-ordered-v7", newID},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			saved := newID
+			newID = tc.id
+			defer func() { newID = saved }()
+			kv, dir := openTestKV(b)
+			s := New(kv, Options{})
+			ctx := context.Background()
+			p := seedProject(b, s, "p")
+			u := seedUser(b, s, "user@example.org")
+			bot := seedBot(b, s, p, "echo")
+			console := strings.Repeat("line of bot console output\n", 8)
+			const pairs = 128
+			start := processCPU(b)
+			b.ResetTimer()
+			for range b.N {
+				rs := make([]Resource, 0, 2*pairs)
+				for range pairs {
+					rs = append(rs,
+						&AuditEvent{
+							base:        Base{Meta: Meta{Project: p.ID}},
+							Type:        Coding{Code: "execute"},
+							Outcome:     "0",
+							OutcomeDesc: console,
+							Recorded:    FormatTime(time.Now()),
+							Entity:      []AuditEventEntity{{What: Reference{Reference: "Bot/" + bot.ID}}},
+						},
+						&Login{base: Base{Meta: Meta{Project: p.ID}}, User: Reference{Reference: "User/" + u.ID}, Scope: "openid offline"})
+				}
+				if err := s.CreateAll(ctx, rs, PutOptions{TTL: time.Hour}); err != nil {
+					b.Fatalf("writing batch: %v", err)
+				}
+			}
+			b.StopTimer()
+			records := float64(b.N * 2 * pairs)
+			b.ReportMetric(float64((processCPU(b)-start).Microseconds())/records, "cpu-µs/record")
+			b.ReportMetric(float64(tableBytes(b, dir))/records, "table-B/record")
+		})
+	}
+}
+
+// processCPU is the CPU time this process has used, background goroutines
+// (Badger's compactors) included.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// tableBytes sums the sizes of Badger's SSTables in dir.
+func tableBytes(b *testing.B, dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatalf("reading %s: %v", dir, err)
+	}
+	var n int64
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) != ".sst" {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			b.Fatalf("stat %s: %v", e.Name(), err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
