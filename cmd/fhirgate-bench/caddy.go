@@ -17,7 +17,10 @@ type caddyProc struct {
 	cmd     *exec.Cmd
 	sites   sites
 	logPath string
-	done    chan struct{}
+	// storeDir is the instance's storage directory, to tell the store's
+	// memory-mapped files apart in its memory readings.
+	storeDir string
+	done     chan struct{}
 }
 
 // startCaddy writes the Caddyfile into dir and runs `caddy run` there, with
@@ -47,7 +50,7 @@ func startCaddy(ctx context.Context, bin, dir string, cfg caddyConfig) (*caddyPr
 		logFile.Close()
 		return nil, fmt.Errorf("starting caddy: %w", err)
 	}
-	p := &caddyProc{cmd: cmd, sites: cfg.sites, logPath: logPath, done: make(chan struct{})}
+	p := &caddyProc{cmd: cmd, sites: cfg.sites, logPath: logPath, storeDir: cfg.storageDir, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		logFile.Close()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -277,7 +278,7 @@ func TestExecuteUnavailable(t *testing.T) {
 func TestParsers(t *testing.T) {
 	t.Run("VmRSS", func(t *testing.T) {
 		got, err := parseMem("Name:\tcaddy\nVmPeak:\t 900000 kB\nVmRSS:\t   71680 kB\nRssAnon:\t 51200 kB\nRssFile:\t 20480 kB\n")
-		if want := (memStatus{RSS: 70, Anon: 50, File: 20}); err != nil || got != want {
+		if want := (memStatus{RSS: 70, Anon: 50, File: 20}); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("parseMem = %+v, %v; want %+v", got, err, want)
 		}
 		if _, err := parseMem("Name:\tzombie\n"); err == nil {
@@ -285,6 +286,19 @@ func TestParsers(t *testing.T) {
 		}
 		if _, err := parseMem("VmRSS:\t12 MB\n"); err == nil {
 			t.Error("parseMem accepted a unit other than kB")
+		}
+	})
+	t.Run("store mappings", func(t *testing.T) {
+		smaps := "" +
+			"00400000-00c00000 r-xp 00000000 08:01 12 /opt/caddy\nRss:  8192 kB\n" +
+			"7f00-7f10 r--s 00000000 08:01 13 /tmp/x/store/000001.sst\nSize: 2048 kB\nRss:  1024 kB\n" +
+			"7f10-7f20 r--s 00000000 08:01 14 /tmp/x/store/000002.sst\nRss:  512 kB\n" +
+			"7f20-7f30 rw-s 00000000 08:01 15 /tmp/x/store/000001.vlog\nRss:  2048 kB\n" +
+			"7f30-7f40 rw-s 00000000 08:01 16 /tmp/x/storeother/000003.sst\nRss:  4096 kB\n" +
+			"7f40-7f50 rw-p 00000000 00:00 0 \nRss:  4096 kB\n"
+		got := residentUnder(smaps, "/tmp/x/store/")
+		if want := map[string]float64{"sst": 1.5, "vlog": 2}; !reflect.DeepEqual(got, want) {
+			t.Errorf("residentUnder = %v, want %v", got, want)
 		}
 	})
 	t.Run("PSS", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -18,20 +19,37 @@ import (
 // worker. TreePSS is the proportional set size of caddy and its workers
 // together (shared pages split between the processes sharing them): the
 // gateway's real footprint.
+//
+// Store is the resident part of caddy's mappings of files in its storage
+// directory (Badger's tables, value logs and memtable logs), by extension
+// in StoreFiles: the share of File that grows with the stored data.
 type memStatus struct {
-	RSS        float64 `json:"rss_mib"`
-	Anon       float64 `json:"anon_mib"`
-	File       float64 `json:"file_mib"`
+	RSS        float64            `json:"rss_mib"`
+	Anon       float64            `json:"anon_mib"`
+	File       float64            `json:"file_mib"`
+	Store      float64            `json:"store_mib"`
+	StoreFiles map[string]float64 `json:"store_files_mib,omitempty"`
 	Workers    int     `json:"workers"`
 	WorkersRSS float64 `json:"workers_rss_mib"`
 	TreePSS    float64 `json:"tree_pss_mib"`
 }
 
-// readMem reads the memory of pid and of its descendants from /proc.
-func readMem(pid int) (memStatus, error) {
+// readMem reads the memory of a Caddy and of its descendants from /proc.
+func readMem(p *caddyProc) (memStatus, error) {
+	pid := p.pid()
 	m, err := readProcMem(pid)
 	if err != nil {
 		return memStatus{}, err
+	}
+	if p.storeDir != "" {
+		smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+		if err != nil {
+			return memStatus{}, fmt.Errorf("reading smaps: %w", err)
+		}
+		m.StoreFiles = residentUnder(string(smaps), p.storeDir)
+		for _, v := range m.StoreFiles {
+			m.Store += v
+		}
 	}
 	tree, err := processTree(pid)
 	if err != nil {
@@ -54,6 +72,30 @@ func readMem(pid int) (memStatus, error) {
 		m.WorkersRSS += w.RSS
 	}
 	return m, nil
+}
+
+// residentUnder sums, from the text of /proc/<pid>/smaps, the resident MiB
+// of the mappings of files inside dir, by file extension.
+func residentUnder(smaps, dir string) map[string]float64 {
+	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	out := map[string]float64{}
+	inDir, ext := false, ""
+	for line := range strings.Lines(smaps) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: address perms offset dev inode [path].
+			inDir = len(f) >= 6 && strings.HasPrefix(f[5], prefix)
+			if inDir {
+				ext = strings.TrimPrefix(filepath.Ext(f[5]), ".")
+			}
+		case inDir && len(f) == 3 && f[0] == "Rss:" && f[2] == "kB":
+			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+				out[ext] += kb / 1024
+			}
+		}
+	}
+	return out
 }
 
 // readPSS reads a process's proportional set size in MiB.
@@ -91,6 +133,9 @@ func readProcMem(pid int) (memStatus, error) {
 // describe renders the breakdown for a table row.
 func (m memStatus) describe() string {
 	s := fmt.Sprintf("anon %.0f, file %.0f MiB", m.Anon, m.File)
+	if m.StoreFiles != nil {
+		s = fmt.Sprintf("anon %.0f, file %.0f MiB of which store %.0f", m.Anon, m.File, m.Store)
+	}
 	if m.Workers > 0 {
 		s += fmt.Sprintf("; %d bot workers: RSS %.0f MiB, with caddy PSS %.0f MiB", m.Workers, m.WorkersRSS, m.TreePSS)
 	}

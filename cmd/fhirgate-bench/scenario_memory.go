@@ -49,7 +49,7 @@ func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenari
 	s.Measurements = append(s.Measurements, &measurement{
 		Name: fmt.Sprintf("%d mixed requests (%d kinds), c=%d", n, len(mixSpec.Requests), h.set.Concurrency), Load: mixed,
 	})
-	after, err := readMem(m.p.pid())
+	after, err := readMem(m.p)
 	if err != nil {
 		return s, err
 	}
@@ -144,7 +144,7 @@ type rssSample struct {
 func (h *harness) soak(ctx context.Context, m *mainInstance, d time.Duration) ([]rssSample, *loadResult, error) {
 	every := max(d/60, 250*time.Millisecond)
 	start := time.Now()
-	first, err := readMem(m.p.pid())
+	first, err := readMem(m.p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,7 +160,7 @@ func (h *harness) soak(ctx context.Context, m *mainInstance, d time.Duration) ([
 			case <-stop:
 				return
 			case <-t.C:
-				if v, err := readMem(m.p.pid()); err == nil {
+				if v, err := readMem(m.p); err == nil {
 					samples = append(samples, rssSample{time.Since(start).Seconds(), v})
 				}
 			}
@@ -173,7 +173,7 @@ func (h *harness) soak(ctx context.Context, m *mainInstance, d time.Duration) ([
 	if err != nil {
 		return nil, nil, err
 	}
-	if v, err := readMem(m.p.pid()); err == nil {
+	if v, err := readMem(m.p); err == nil {
 		samples = append(samples, rssSample{time.Since(start).Seconds(), v})
 	}
 	return samples, res, nil

@@ -31,7 +31,7 @@ func (h *harness) setupMain(ctx context.Context) (*mainInstance, error) {
 		p.stop()
 		return nil, ctx.Err()
 	}
-	if m.idleMem, err = readMem(p.pid()); err != nil {
+	if m.idleMem, err = readMem(p); err != nil {
 		p.stop()
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,12 +32,24 @@ type BadgerOptions struct {
 	// the deleted, replaced and expired ones comes back only through its
 	// GC. 0 means DefaultGCInterval; negative turns it off.
 	GCInterval time.Duration
+	// TrimInterval is how often, on Linux, the store's memory-mapped table
+	// and value-log pages are handed back to the kernel (see
+	// pageOutStoreFiles). Without it the gateway's resident memory grows
+	// with the stored data. 0 means DefaultTrimInterval; negative turns it
+	// off.
+	TrimInterval time.Duration
 }
 
 // DefaultGCInterval is how often an on-disk store collects its value log.
 // A pass that finds nothing to rewrite costs one look at Badger's discard
 // statistics.
 const DefaultGCInterval = 10 * time.Minute
+
+// DefaultTrimInterval is how often an on-disk store hands its mapped pages
+// back. A pass reads /proc/self/maps and makes one madvise call per table
+// (about 1 ms for 700 tables); between passes the pages written or read
+// stay resident, about 7 MiB per 10 s at 1,800 records/s.
+const DefaultTrimInterval = 10 * time.Second
 
 // BadgerLogger is the logger Badger writes to. It has the same method set as
 // badger.Logger so callers need not import Badger.
@@ -53,9 +66,13 @@ type Badger struct {
 	logger BadgerLogger
 	guard  *writeGuard // nil in memory
 
-	stopGC   chan struct{} // closed by Close; nil when GC is off
-	gcDone   chan struct{} // closed when the GC loop has returned
-	gcPasses atomic.Int64  // GC passes run by the loop, for tests
+	// Periodic maintenance (value-log GC, trimming), stopped by Close.
+	stop  chan struct{}
+	loops sync.WaitGroup
+	// The resolved intervals (0 when the loop is off) and the passes run,
+	// for tests.
+	gcEvery, trimEvery   time.Duration
+	gcPasses, trimPasses atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -82,16 +99,72 @@ func OpenBadger(o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("opening storage directory %s: %w", o.Dir, err)
 	}
-	b := &Badger{db: db, logger: o.Logger}
+	b := &Badger{db: db, logger: o.Logger, stop: make(chan struct{})}
 	if !o.InMemory {
 		// Room for a memtable flush, a WAL rotation and compaction output.
 		b.guard = newWriteGuard(o.Dir, 4*uint64(badgerOptions(o).MemTableSize)+8<<20)
-		if interval := cmp.Or(o.GCInterval, DefaultGCInterval); interval > 0 {
-			b.stopGC, b.gcDone = make(chan struct{}), make(chan struct{})
-			go b.gcLoop(interval)
+		if b.gcEvery = max(cmp.Or(o.GCInterval, DefaultGCInterval), 0); b.gcEvery > 0 {
+			b.every(b.gcEvery, &b.gcPasses, func() bool { b.RunGC(); return true })
+		}
+		if b.trimEvery = max(cmp.Or(o.TrimInterval, DefaultTrimInterval), 0); b.trimEvery > 0 && canPageOut {
+			b.startTrimming(o.Dir)
+		} else {
+			b.trimEvery = 0
 		}
 	}
 	return b, nil
+}
+
+// startTrimming runs pageOutStoreFiles every trimEvery. The kernel names
+// mapped files by their absolute, symlink-free path, so dir is resolved
+// first. A failure is logged once and ends the loop: it would fail the
+// same way on every pass (an old kernel, no /proc).
+func (b *Badger) startTrimming(dir string) {
+	resolved, err := filepath.Abs(dir)
+	if err == nil {
+		resolved, err = filepath.EvalSymlinks(resolved)
+	}
+	if err != nil {
+		b.warnf("not trimming the store's mapped memory: resolving %s: %v", dir, err)
+		b.trimEvery = 0
+		return
+	}
+	b.every(b.trimEvery, &b.trimPasses, func() bool {
+		if _, err := pageOutStoreFiles(resolved); err != nil {
+			b.warnf("not trimming the store's mapped memory any more: %v", err)
+			return false
+		}
+		return true
+	})
+}
+
+// every runs fn every interval on its own goroutine until Close or until fn
+// returns false, counting the passes.
+func (b *Badger) every(interval time.Duration, passes *atomic.Int64, fn func() bool) {
+	b.loops.Add(1)
+	go func() {
+		defer b.loops.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-t.C:
+				ok := fn()
+				passes.Add(1)
+				if !ok {
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (b *Badger) warnf(format string, args ...any) {
+	if b.logger != nil {
+		b.logger.Warningf(format, args...)
+	}
 }
 
 // badgerOptions starts from Badger's defaults and overrides only what keeps
@@ -235,10 +308,9 @@ func (b *Badger) Update(ctx context.Context, fn func(Txn) error) error {
 // returns the first call's result.
 func (b *Badger) Close() error {
 	b.closeOnce.Do(func() {
-		if b.stopGC != nil { // a GC pass must not run into the close
-			close(b.stopGC)
-			<-b.gcDone
-		}
+		// A maintenance pass must not run into the close.
+		close(b.stop)
+		b.loops.Wait()
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("closing storage: %w", err)
 		}

@@ -101,22 +101,6 @@ func (b *Badger) Restore(r io.Reader) error {
 // rewrites it; Badger's docs recommend 0.5.
 const gcDiscardRatio = 0.5
 
-// gcLoop runs RunGC every interval until Close.
-func (b *Badger) gcLoop(interval time.Duration) {
-	defer close(b.gcDone)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stopGC:
-			return
-		case <-t.C:
-			b.RunGC()
-			b.gcPasses.Add(1)
-		}
-	}
-}
-
 // RunGC reclaims value-log space: it rewrites log files until Badger reports
 // nothing left to rewrite. Safe to call periodically and concurrently (a
 // second concurrent pass is rejected by Badger and returns at once).
@@ -129,9 +113,7 @@ func (b *Badger) RunGC() {
 		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected),
 			errors.Is(err, badger.ErrGCInMemoryMode):
 		default:
-			if b.logger != nil {
-				b.logger.Warningf("value log GC: %v", err)
-			}
+			b.warnf("value log GC: %v", err)
 		}
 		return
 	}

@@ -364,8 +364,8 @@ func TestValueLogGCRunsUntilClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kv.Close()
-	if kv.stopGC != nil {
-		t.Error("a negative GCInterval started the GC loop")
+	if kv.gcEvery != 0 {
+		t.Errorf("a negative GCInterval left the GC loop on (every %v)", kv.gcEvery)
 	}
 	if got, err := Get[Binary](ctx, New(kv, Options{}), bin.ID); err != nil || got.Data != bin.Data {
 		t.Fatalf("binary after GC and reopen: %v", err)
