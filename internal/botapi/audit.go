@@ -14,8 +14,9 @@ import (
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// auditBatch bounds how many events one transaction writes.
-const auditBatch = 256
+// auditBatch bounds how many events one transaction writes; a full batch
+// must fit in one store transaction (TestFullAuditBatchFitsOneTransaction).
+const auditBatch = 128
 
 // auditLinger is how long the writer waits for a batch to fill once it has
 // an event. Under load it turns many small transactions (one disk sync

@@ -49,7 +49,7 @@ const DefaultGCInterval = 10 * time.Minute
 // back. A pass reads /proc/self/maps and makes one madvise call per table
 // (about 1 ms for 700 tables); between passes the pages written or read
 // stay resident, about 7 MiB per 10 s at 1,800 records/s.
-const DefaultTrimInterval = 10 * time.Second
+const DefaultTrimInterval = 5 * time.Second
 
 // BadgerLogger is the logger Badger writes to. It has the same method set as
 // badger.Logger so callers need not import Badger.
@@ -195,17 +195,20 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// into one transaction (group.go).
 	opts.SyncWrites = true
 	// Each memtable is an arena of about 1.3x this size, and the level-0
-	// table it is flushed into is built in a buffer of 2x this size (table
-	// builders take that buffer from a pool of up to 8 that Badger keeps
-	// while it writes, and a buffer only ever grows to the largest table it
-	// built). 4 MiB instead of Badger's 64 MiB: the largest transaction is
-	// then 15% of it, 629 KB, which still holds the biggest batch we write
-	// (256 AuditEvents of at most 1 KiB in the tree plus their 4 index keys,
-	// about 390 KB; larger values go to the value log). Replaying 300k
-	// Logins and AuditEvents into a test store, 8 MiB -> 4 MiB took the
-	// live heap Badger keeps after the writes from 87 to 43 MiB (with the
-	// table sizes below).
-	opts.MemTableSize = 4 << 20
+	// table it is flushed into is built in memory (table builders take
+	// their buffers from a pool of up to 8 that Badger keeps while it
+	// writes, and a pooled buffer keeps the largest size it ever grew to).
+	// 2 MiB instead of Badger's 64 MiB: the largest transaction is then 15%
+	// of it, 314 KB, which still holds the biggest batch we write (128
+	// AuditEvents of up to 1 KiB in the tree plus their index keys; larger
+	// values go to the value log — TestFullAuditBatchFitsOneTransaction in
+	// botapi). Replaying 300k Logins and AuditEvents into a test store,
+	// 8 MiB -> 4 MiB took the live heap Badger keeps after the writes from
+	// 87 to 43 MiB; 4 -> 2 MiB, in fhirgate-bench scenario 5, took the
+	// anonymous memory after 100k mixed requests from 157 to 114-117 MiB
+	// (RSS 228 -> 183-190 MiB) for +10% CPU per stored record
+	// (BenchmarkRecordIDs, more level-0 flushes).
+	opts.MemTableSize = 2 << 20
 	// One mutable plus one flushing memtable; the default 5 would pin up to
 	// 5 arenas under write bursts.
 	opts.NumMemtables = 2

@@ -1,0 +1,59 @@
+package botapi
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// TestFullAuditBatchFitsOneTransaction guards the pairing of auditBatch with
+// the store's memtable size (Badger refuses a transaction over 15% of it):
+// a full batch must commit as one transaction, not fall back to one write
+// each, at every event size up to the 1 KiB value threshold (larger events
+// go to the value log and take only a pointer's room in the transaction).
+func TestFullAuditBatchFitsOneTransaction(t *testing.T) {
+	t.Parallel()
+	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	st := store.New(kv, store.Options{})
+	bot := &store.Bot{Name: "importer"}
+	bot.ID = "0190b3c2-7a1e-7c3d-9f00-1234567890ab"
+	bot.Meta.Project = "0190b3c2-7a1e-7c3d-9f00-0000000000aa"
+	id := &oauth.Identity{Profile: "Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"}
+	for target := 600; target <= 1100; target += 25 {
+		batch := make([]store.Resource, auditBatch)
+		for i := range batch {
+			ev := auditEntry(bot, id, &botrunner.Result{Outcome: botrunner.OutcomeSuccess, Duration: time.Millisecond}, "trace", time.Now())
+			if pad := target - eventSize(t, ev); pad > 0 {
+				ev.OutcomeDesc += strings.Repeat("x", pad)
+			}
+			batch[i] = ev
+		}
+		if err := st.CreateAll(context.Background(), batch, store.PutOptions{}); err != nil {
+			t.Fatalf("a full batch of %d AuditEvents of %d bytes as one transaction: %v", auditBatch, target, err)
+		}
+	}
+}
+
+// eventSize is the size of ev's JSON as stored (with an id and meta).
+func eventSize(t *testing.T, ev *store.AuditEvent) int {
+	t.Helper()
+	c := *ev
+	c.ID = "0190b3c2-7a1e-7c3d-9f00-1234567890ab"
+	c.Meta.VersionID = c.ID
+	c.Meta.LastUpdated = store.FormatTime(time.Now())
+	b, err := json.Marshal(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
