@@ -29,9 +29,9 @@ type memStatus struct {
 	File       float64            `json:"file_mib"`
 	Store      float64            `json:"store_mib"`
 	StoreFiles map[string]float64 `json:"store_files_mib,omitempty"`
-	Workers    int     `json:"workers"`
-	WorkersRSS float64 `json:"workers_rss_mib"`
-	TreePSS    float64 `json:"tree_pss_mib"`
+	Workers    int                `json:"workers"`
+	WorkersRSS float64            `json:"workers_rss_mib"`
+	TreePSS    float64            `json:"tree_pss_mib"`
 }
 
 // readMem reads the memory of a Caddy and of its descendants from /proc.

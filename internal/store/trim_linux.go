@@ -15,18 +15,23 @@ import (
 // canPageOut tells OpenBadger whether to start the trimming loop.
 const canPageOut = true
 
-// pageOutStoreFiles asks the kernel to reclaim the resident pages of this
-// process's mappings of the store's table (.sst) and value-log (.vlog)
-// files in dir, and returns how many mappings it advised.
+// trimmer asks the kernel to reclaim the resident pages of this process's
+// mappings of the store's table (.sst) and value-log (.vlog) files.
 //
 // Why: Badger writes every table through a shared memory mapping, syncs it
 // and keeps it mapped, so each byte the gateway stores stays resident in
 // its memory (and as mapped page cache, which the kernel reclaims last)
 // until compaction replaces the table — RSS grows with the data, not with
-// the load. Hot reads do not need those pages: blocks are served from
-// Badger's block cache, and a block or index page that is needed again is
-// faulted back in. It is the same thing RocksDB does for compaction output
-// (dropping it from the page cache after writing).
+// the load. Nothing needs those pages: hot blocks are served from Badger's
+// block cache. RocksDB does the same for its compaction output (dropping it
+// from the page cache once written).
+//
+// What: a table is handed back on the first two passes that see it (a
+// table caught while Badger was still writing it is complete by the next
+// one) and then left alone, so the pages reads bring back stay cached like
+// any file's. The value log is handed back on every pass: the current file
+// keeps growing, and its values (bot code, long AuditEvents) are read
+// rarely.
 //
 // Safety: MADV_PAGEOUT is advice that never changes memory contents; the
 // kernel writes back or skips dirty pages and brings reclaimed ones back on
@@ -35,23 +40,41 @@ const canPageOut = true
 // may then be unmapped (ENOMEM, ignored) or reused by another mapping, which
 // at worst is paged out too — still with its contents intact. MADV_DONTNEED
 // would zero reused anonymous memory, which is why it is not used here.
-//
-// dir must be absolute with symlinks resolved, as the kernel prints it.
-func pageOutStoreFiles(dir string) (int, error) {
+type trimmer struct {
+	prefix string         // the store directory, absolute, symlinks resolved, with a trailing separator
+	tables map[string]int // passes that have handed each table back
+}
+
+// tablePasses is how many passes hand a table back before it is left alone.
+const tablePasses = 2
+
+func newTrimmer(dir string) *trimmer {
+	return &trimmer{prefix: filepath.Clean(dir) + string(filepath.Separator), tables: map[string]int{}}
+}
+
+// pass runs one trimming pass and returns how many mappings it advised.
+func (t *trimmer) pass() (int, error) {
 	maps, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return 0, fmt.Errorf("reading own mappings: %w", err)
 	}
 	defer maps.Close()
-	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	mapped := make(map[string]bool, len(t.tables))
 	advised := 0
 	sc := bufio.NewScanner(maps)
 	for sc.Scan() {
-		start, end, ok := storeFileMapping(sc.Text(), prefix)
+		m, ok := storeFileMapping(sc.Text(), t.prefix)
 		if !ok {
 			continue
 		}
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_PAGEOUT)
+		if m.table {
+			mapped[m.path] = true
+			if t.tables[m.path] >= tablePasses {
+				continue
+			}
+			t.tables[m.path]++
+		}
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_PAGEOUT)
 		switch {
 		case errno == 0:
 			advised++
@@ -65,33 +88,46 @@ func pageOutStoreFiles(dir string) (int, error) {
 	if err := sc.Err(); err != nil {
 		return advised, fmt.Errorf("reading own mappings: %w", err)
 	}
+	for path := range t.tables {
+		if !mapped[path] { // compacted away
+			delete(t.tables, path)
+		}
+	}
 	return advised, nil
+}
+
+// storeMapping is one mapping of a store file.
+type storeMapping struct {
+	start, end uintptr
+	path       string
+	table      bool // .sst; otherwise .vlog
 }
 
 // storeFileMapping parses one line of /proc/self/maps ("start-end perms
 // offset dev inode" and, after padding, the path, which may hold spaces and
-// ends in " (deleted)" for a removed file) and reports the address range
-// when it maps a table or value-log file whose path starts with prefix.
-func storeFileMapping(line, prefix string) (start, end uintptr, ok bool) {
+// ends in " (deleted)" for a removed file) and reports the mapping when it
+// maps a table or value-log file whose path starts with prefix.
+func storeFileMapping(line, prefix string) (storeMapping, bool) {
 	f := strings.SplitN(line, " ", 6)
 	if len(f) < 6 {
-		return 0, 0, false
+		return storeMapping{}, false
 	}
 	path := strings.TrimSuffix(strings.TrimLeft(f[5], " "), " (deleted)")
 	if !strings.HasPrefix(path, prefix) {
-		return 0, 0, false
+		return storeMapping{}, false
 	}
-	if ext := filepath.Ext(path); ext != ".sst" && ext != ".vlog" {
-		return 0, 0, false
+	ext := filepath.Ext(path)
+	if ext != ".sst" && ext != ".vlog" {
+		return storeMapping{}, false
 	}
 	lo, hi, found := strings.Cut(f[0], "-")
 	if !found {
-		return 0, 0, false
+		return storeMapping{}, false
 	}
 	s, err1 := strconv.ParseUint(lo, 16, 64)
 	e, err2 := strconv.ParseUint(hi, 16, 64)
 	if err1 != nil || err2 != nil || e <= s {
-		return 0, 0, false
+		return storeMapping{}, false
 	}
-	return uintptr(s), uintptr(e), true
+	return storeMapping{start: uintptr(s), end: uintptr(e), path: path, table: ext == ".sst"}, true
 }

@@ -8,6 +8,10 @@ import "errors"
 // mapped pages back is implemented for Linux only.
 const canPageOut = false
 
-func pageOutStoreFiles(string) (int, error) {
-	return 0, errors.New("paging out store files is implemented for Linux only")
+type trimmer struct{}
+
+func newTrimmer(string) *trimmer { return &trimmer{} }
+
+func (*trimmer) pass() (int, error) {
+	return 0, errors.New("handing back mapped store pages is implemented for Linux only")
 }
