@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // BadgerOptions configures [OpenBadger]. The zero value (plus Dir) gives the
@@ -215,12 +216,25 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// 5 arenas under write bursts.
 	opts.NumMemtables = 2
 	// Values above 1 KiB (bot code in Binary, large AuditEvents) go to the
-	// value log so they do not bloat the LSM tree and block cache. Badger
+	// value log so they do not bloat the LSM tree. Badger
 	// requires this to stay below 15% of MemTableSize (the max batch size).
 	opts.ValueThreshold = 1 << 10
-	// Small caches: the hot set (users, memberships, bots, logins) is tiny.
-	// The default block cache is 256 MiB.
-	opts.BlockCacheSize = 8 << 20
+	// No compression, and so no block cache (Badger's cache holds
+	// decompressed blocks; uncompressed tables are read straight from their
+	// mapping). Badger builds each table in a buffer taken from a pool of
+	// up to 8 that it keeps while it writes, each as large as the largest
+	// build it served; with Snappy every block is held twice (plain and
+	// compressed) and the pooled buffers were 52 of the 73 MB of live heap
+	// after fhirgate-bench's 100k mixed requests. Without it (scenario 5,
+	// 2-minute soak, same run): anonymous memory after the mix 127 -> 76
+	// MiB, RSS 194 -> 153 MiB, peak RSS during the soak 332 -> 206 MiB, CPU
+	// per request 185 -> 181 us; a replay of 307k Logins and AuditEvents
+	// keeps 27-34 instead of 60-188 MB of live heap and reads a user 11
+	// instead of 16-24 us. The price: tables take 2.9x the disk (about 670
+	// instead of 230 bytes per Login or AuditEvent) and writing costs ~15%
+	// more CPU per record.
+	opts.Compression = options.None
+	opts.BlockCacheSize = 0
 	// 0 would keep every table index and bloom filter on the Go heap without
 	// bound; a small cache caps it as the data grows.
 	opts.IndexCacheSize = 4 << 20
@@ -229,21 +243,18 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// which is cheap at this data size.
 	opts.NumLevelZeroTables = 3
 	opts.NumLevelZeroTablesStall = 8
-	// Tables are built in memory before they are written: the builder
-	// buffer holds the table's blocks uncompressed and compressed (Snappy
-	// halves our JSON: 2.1x), about 3x the table size. Badger's defaults
-	// (2 MiB base tables, x2 per level below the base level) make the
-	// deepest tables grow with the data — 8 MiB after 1.5 million requests
-	// of the benchmark mix, with pooled builder buffers of 16-48 MiB each,
-	// 256 MiB of live heap that GOGC=100 doubles. 512 KiB at every level
-	// bounds each compaction buffer at 1+2 MiB whatever the data size.
-	// fhirgate-bench scenario 5 (100k mixed requests + 5-minute soak):
-	// live heap at soak end 280 -> 51 MB, anon RSS 554 -> 127 MiB, peak RSS
-	// 1010 -> 538 MiB; the replay's retained heap 448 -> 43 MiB at a write
-	// rate within noise (24.7k vs 22.0k records/s on 2 shared CPUs). The
-	// price is more, smaller files: about 2 per MiB of compressed data (690
-	// tables for 260 MB), each an open file and a mapping.
-	opts.BaseTableSize = 512 << 10
+	// Tables are built in memory before they are written (see Compression
+	// above). Badger's defaults (2 MiB base tables, x2 per level below the
+	// base level) make the deepest tables grow with the data — 8 MiB after
+	// 1.5 million requests of the benchmark mix, with pooled builder
+	// buffers of 16-48 MiB each, 256 MiB of live heap that GOGC=100
+	// doubles. One size at every level bounds each build buffer whatever
+	// the data size: 512 KiB took fhirgate-bench scenario 5's live heap at
+	// soak end 280 -> 51 MB and peak RSS 1010 -> 538 MiB (with Snappy).
+	// Uncompressed, 1 MiB keeps the same live heap as 512 KiB (20-26 vs
+	// 27-34 MB in the replay) with half the files: about one per MiB
+	// stored, each an open file and a mapping.
+	opts.BaseTableSize = 1 << 20
 	opts.TableSizeMultiplier = 1
 	// Value log files are mmapped; 64 MiB instead of 1 GiB keeps mappings
 	// small and lets value-log GC reclaim space in smaller steps.

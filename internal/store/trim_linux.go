@@ -22,9 +22,10 @@ const canPageOut = true
 // and keeps it mapped, so each byte the gateway stores stays resident in
 // its memory (and as mapped page cache, which the kernel reclaims last)
 // until compaction replaces the table — RSS grows with the data, not with
-// the load. Nothing needs those pages: hot blocks are served from Badger's
-// block cache. RocksDB does the same for its compaction output (dropping it
-// from the page cache once written).
+// the load. Nothing needs the pages of a table just written: reads want a
+// few hot blocks, which the next read brings back. RocksDB does the same
+// for its compaction output (dropping it from the page cache once
+// written).
 //
 // What: a table is handed back on the first two passes that see it (a
 // table caught while Badger was still writing it is complete by the next

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// TestOpensTablesWrittenCompressed: stores written before tables were left
+// uncompressed hold Snappy tables. Badger records each table's compression
+// in its manifest, so they must stay readable, and compaction must be able
+// to merge them with new uncompressed ones.
+func TestOpensTablesWrittenCompressed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := badgerOptions(BadgerOptions{Dir: dir})
+	old.Compression = options.Snappy
+	old.BlockCacheSize = 8 << 20
+	db, err := badger.Open(old)
+	if err != nil {
+		t.Fatalf("opening with Snappy: %v", err)
+	}
+	value := func(i int) string { return fmt.Sprintf("%05d:%s", i, strings.Repeat("compressible ", 40)) }
+	key := func(i int) []byte { return fmt.Appendf(nil, "k/%05d", i) }
+	const n = 3000
+	for i := 0; i < n; i += 100 {
+		if err := db.Update(func(txn *badger.Txn) error {
+			for j := i; j < i+100; j++ {
+				if err := txn.Set(key(j), []byte(value(j))); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("writing: %v", err)
+		}
+	}
+	if err := db.Close(); err != nil { // flushes the memtable into Snappy tables
+		t.Fatalf("closing: %v", err)
+	}
+	if tables, _ := filepath.Glob(filepath.Join(dir, "*.sst")); len(tables) == 0 {
+		t.Fatal("no tables were written; the test would not read any compressed data")
+	}
+
+	kv, err := OpenBadger(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatalf("reopening with today's options: %v", err)
+	}
+	defer kv.Close()
+	// New uncompressed data next to the old, then merge everything.
+	if err := kv.Update(ctx, func(txn Txn) error {
+		for i := n; i < n+100; i++ {
+			if err := txn.Set(key(i), []byte(value(i)), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("writing after reopen: %v", err)
+	}
+	if err := kv.db.Flatten(1); err != nil {
+		t.Fatalf("compacting old and new tables together: %v", err)
+	}
+	if err := kv.View(ctx, func(txn Txn) error {
+		seen := 0
+		if err := txn.Scan([]byte("k/"), false, func(k, v []byte) error {
+			if want := value(seen); string(k) != string(key(seen)) || string(v) != want {
+				return fmt.Errorf("entry %d: got %q=%.20q", seen, k, v)
+			}
+			seen++
+			return nil
+		}); err != nil {
+			return err
+		}
+		if seen != n+100 {
+			return fmt.Errorf("scanned %d entries, want %d", seen, n+100)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
