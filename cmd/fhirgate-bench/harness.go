@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/http"
 	"net/url"
 	"os"
@@ -117,15 +118,12 @@ type namedLoad struct {
 	spec    loadSpec
 }
 
-// compare measures two loads whose ratio is a target. With two rounds it
-// runs them A, B, B, A, each for half the measured duration, and merges the
-// halves, so a drift of the machine during the comparison (other work
+// compare measures two loads whose ratio is a target, in segments that
+// share the measured duration (comparisonOrder), and merges each side's
+// segments, so a drift of the machine during the comparison (other work
 // starting or stopping) weighs on both sides alike.
 func (h *harness) compare(ctx context.Context, a, b namedLoad) (*loadResult, *loadResult, error) {
-	order := []int{0, 1}
-	if h.set.Rounds > 1 {
-		order = []int{0, 1, 1, 0}
-	}
+	order := comparisonOrder(h.set.Rounds)
 	loads := [2]namedLoad{a, b}
 	var parts [2][]*loadResult
 	for k, i := range order {
@@ -151,6 +149,20 @@ func (h *harness) compare(ctx context.Context, a, b namedLoad) (*loadResult, *lo
 		return nil, nil, err
 	}
 	return ra, rb, nil
+}
+
+// comparisonOrder is the order of a comparison's segments, rounds pairs
+// long, 0 for A and 1 for B: the Thue–Morse sequence (A-B, A-B-B-A,
+// A-B-B-A-B-A-A-B, ...). A-B-B-A cancels a drift that is linear in time;
+// each doubling also cancels the next power (a slowdown in the middle of
+// the comparison, which A-B-B-A puts all on B).
+func comparisonOrder(rounds int) []int {
+	n := 2 * max(1, rounds)
+	order := make([]int, n)
+	for k := range order {
+		order[k] = bits.OnesCount(uint(k)) % 2
+	}
+	return order
 }
 
 // parseLoadResult decodes the loadgen's output, rejecting anything that is

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -511,5 +512,32 @@ func TestMergeResultsIsOneRun(t *testing.T) {
 				t.Errorf("p50 %.3f p99 %.3f, want %.0f and %.0f", got.P50Ms, got.P99Ms, tt.p50, tt.p99)
 			}
 		})
+	}
+}
+
+func TestComparisonOrder(t *testing.T) {
+	for _, tc := range []struct {
+		rounds int
+		want   []int
+	}{
+		{0, []int{0, 1}},
+		{1, []int{0, 1}},
+		{2, []int{0, 1, 1, 0}},
+		{4, []int{0, 1, 1, 0, 1, 0, 0, 1}},
+	} {
+		got := comparisonOrder(tc.rounds)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("comparisonOrder(%d) = %v, want %v", tc.rounds, got, tc.want)
+		}
+		// Both sides get the same share, and the same mean position (a
+		// linear drift weighs on both alike) once there are two pairs.
+		var count, pos [2]int
+		for k, side := range got {
+			count[side]++
+			pos[side] += k
+		}
+		if count[0] != count[1] || (tc.rounds >= 2 && pos[0] != pos[1]) {
+			t.Errorf("comparisonOrder(%d) = %v is unbalanced: counts %v, positions %v", tc.rounds, got, count, pos)
+		}
 	}
 }

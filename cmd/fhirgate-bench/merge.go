@@ -1,7 +1,7 @@
 package main
 
-// mergeResults combines runs of the same load (the halves of an A-B-B-A
-// comparison) as if they were one run: counts add up, throughput is over
+// mergeResults combines runs of the same load (the segments of one side of
+// a comparison) as if they were one run: counts add up, throughput is over
 // the summed measured time, percentiles come from the merged histograms.
 func mergeResults(rs ...*loadResult) (*loadResult, error) {
 	if len(rs) == 1 {

@@ -149,7 +149,13 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	pairs := "compared loads run A then B"
 	if r.Settings.Rounds > 1 {
-		pairs = "compared loads run A-B-B-A in halves, merged"
+		order := comparisonOrder(r.Settings.Rounds)
+		names := make([]string, len(order))
+		for i, side := range order {
+			names[i] = string(rune('A' + side))
+		}
+		pairs = fmt.Sprintf("compared loads run %s in segments of %s, merged",
+			strings.Join(names, "-"), time.Duration(r.Settings.Measure)/time.Duration(r.Settings.Rounds))
 	}
 	fmt.Fprintf(w, "\nbot_isolation %s; concurrency %d; each load measured %s after %s of warmup (%s); total %.0fs; load average %s at start, %s at end\n\n",
 		isolation, r.Settings.Concurrency, time.Duration(r.Settings.Measure), time.Duration(r.Settings.Warmup), pairs, r.Seconds,

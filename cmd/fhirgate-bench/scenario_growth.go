@@ -9,7 +9,7 @@ import (
 // growthScenario is scenario 6: the same exchanges and the same bot runs
 // against a small and a large store; per-request cost is 1/throughput.
 // Both instances run side by side (only one is loaded at a time) and are
-// compared like the other pairs (A-B-B-A in full mode).
+// compared like the other pairs (interleaved in full mode).
 func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
 	s := &scenario{ID: 6, Title: "growth (per-request cost, small vs large store)"}
 	c := h.set.Concurrency

@@ -22,7 +22,8 @@ type settings struct {
 	GrowthBots  [2]int `json:"growth_bots"`
 	// HL7 is how long each HL7 parser runs.
 	HL7 duration `json:"hl7"`
-	// Rounds is 2 to measure compared loads A-B-B-A in halves, 1 for A-B.
+	// Rounds is how many A-B pairs a comparison is measured in (see
+	// comparisonOrder); a power of two. Each segment gets its own warm-up.
 	Rounds int `json:"rounds"`
 	// BotIsolation is fhirgate's bot_isolation; "" is its default.
 	BotIsolation string `json:"bot_isolation,omitempty"`
@@ -55,7 +56,7 @@ func defaultSettings(short bool) settings {
 		GrowthUsers:        [2]int{100, 100_000},
 		GrowthBots:         [2]int{10, 10_000},
 		HL7:                duration(10 * time.Second),
-		Rounds:             2,
+		Rounds:             4,
 	}
 }
 
