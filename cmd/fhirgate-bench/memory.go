@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/fhirgate/fhirgate/internal/procmaps"
 )
 
 // memStatus is a process's resident memory in MiB: in total, anonymous
@@ -81,15 +83,12 @@ func residentUnder(smaps, dir string) map[string]float64 {
 	out := map[string]float64{}
 	inDir, ext := false, ""
 	for line := range strings.Lines(smaps) {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
-			// A mapping's header: address perms offset dev inode [path].
-			inDir = len(f) >= 6 && strings.HasPrefix(f[5], prefix)
-			if inDir {
-				ext = strings.TrimPrefix(filepath.Ext(f[5]), ".")
-			}
-		case inDir && len(f) == 3 && f[0] == "Rss:" && f[2] == "kB":
+		if m, ok := procmaps.Parse(line); ok { // a mapping's header
+			inDir = strings.HasPrefix(m.Path, prefix)
+			ext = strings.TrimPrefix(filepath.Ext(m.Path), ".")
+			continue
+		}
+		if f := strings.Fields(line); inDir && len(f) == 3 && f[0] == "Rss:" && f[2] == "kB" {
 			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
 				out[ext] += kb / 1024
 			}

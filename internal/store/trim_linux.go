@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fhirgate/fhirgate/internal/procmaps"
 )
 
 // canPageOut tells OpenBadger whether to start the trimming loop.
@@ -104,31 +105,16 @@ type storeMapping struct {
 	table      bool // .sst; otherwise .vlog
 }
 
-// storeFileMapping parses one line of /proc/self/maps ("start-end perms
-// offset dev inode" and, after padding, the path, which may hold spaces and
-// ends in " (deleted)" for a removed file) and reports the mapping when it
-// maps a table or value-log file whose path starts with prefix.
+// storeFileMapping reports the mapping on one line of /proc/self/maps
+// when it maps a table or value-log file whose path starts with prefix.
 func storeFileMapping(line, prefix string) (storeMapping, bool) {
-	f := strings.SplitN(line, " ", 6)
-	if len(f) < 6 {
+	m, ok := procmaps.Parse(line)
+	if !ok || !strings.HasPrefix(m.Path, prefix) {
 		return storeMapping{}, false
 	}
-	path := strings.TrimSuffix(strings.TrimLeft(f[5], " "), " (deleted)")
-	if !strings.HasPrefix(path, prefix) {
-		return storeMapping{}, false
-	}
-	ext := filepath.Ext(path)
+	ext := filepath.Ext(m.Path)
 	if ext != ".sst" && ext != ".vlog" {
 		return storeMapping{}, false
 	}
-	lo, hi, found := strings.Cut(f[0], "-")
-	if !found {
-		return storeMapping{}, false
-	}
-	s, err1 := strconv.ParseUint(lo, 16, 64)
-	e, err2 := strconv.ParseUint(hi, 16, 64)
-	if err1 != nil || err2 != nil || e <= s {
-		return storeMapping{}, false
-	}
-	return storeMapping{start: uintptr(s), end: uintptr(e), path: path, table: ext == ".sst"}, true
+	return storeMapping{start: m.Start, end: m.End, path: m.Path, table: ext == ".sst"}, true
 }
