@@ -52,21 +52,39 @@ var supported = map[string]bool{
 	"regexp-match-indices": false,
 }
 
-// esbuild's helper that turns an ES module's namespace object into CommonJS exports, as
-// esbuild v0.28 writes it (internal/runtime/runtime.go), and the equivalent the runner uses.
-// esbuild's copies every export onto a fresh object as a forwarding getter: a for-of loop, an
-// iterator, a descriptor lookup and a closure per export, on every run, since every run loads
-// the module afresh (about a sixth of a trivial TypeScript bot's run). Marking the namespace
-// object itself gives the same exports — the same names, live getters, __esModule — because
-// nothing else holds the namespace object. If a later esbuild writes the helper differently,
-// the replacement does not happen and only the speed is lost (TestCompileDirectExports fails).
-const (
-	esbuildToCommonJS = `var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);`
-	directToCommonJS  = `var __toCommonJS = (mod) => __defProp(mod, "__esModule", { value: true });`
-)
+// esbuild's helpers that turn an ES module's namespace object into CommonJS exports, as esbuild
+// v0.28 writes them (internal/runtime/runtime.go), and the equivalents the runner uses. Every run
+// loads the module afresh, so they run on every run:
+//   - __toCommonJS copies every export onto a fresh object as a forwarding getter: a for-of loop,
+//     an iterator, a descriptor lookup and a closure per export (about a sixth of a trivial
+//     TypeScript bot's run). Marking the namespace object itself gives the same exports — the same
+//     names, live getters, __esModule — because nothing else holds the namespace object.
+//   - __export defines the namespace's getters with a for-in loop, which also walks
+//     Object.prototype, and goja then builds every one of its built-in methods to see that none
+//     is enumerable (6% of a bot worker's CPU in fhirgate-bench scenario 3, 98 of a TypeScript
+//     echo run's 660 allocations). Object.keys gives the same names: the object it reads is an
+//     object literal esbuild writes, and no bot code has run yet.
+//
+// If a later esbuild writes a helper differently, its replacement does not happen and only the
+// speed is lost (TestCompileDirectExports fails).
+var helperRewrites = []struct{ esbuild, direct string }{
+	{
+		esbuild: "for (var name in all)\n    __defProp(target, name, { get: all[name], enumerable: true });",
+		direct:  "for (var names = Object.keys(all), i = 0; i < names.length; i++)\n    __defProp(target, names[i], { get: all[names[i]], enumerable: true });",
+	},
+	{
+		esbuild: `var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);`,
+		direct:  `var __toCommonJS = (mod) => __defProp(mod, "__esModule", { value: true });`,
+	},
+}
 
+// directExports applies helperRewrites. Each keeps its line count, so the inline source map
+// still matches.
 func directExports(js string) string {
-	return strings.Replace(js, esbuildToCommonJS, directToCommonJS, 1)
+	for _, r := range helperRewrites {
+		js = strings.Replace(js, r.esbuild, r.direct, 1)
+	}
+	return js
 }
 
 // Compile turns TypeScript, ESM or CommonJS source into a CommonJS program for the runner.

@@ -142,13 +142,15 @@ export async function handler(medplum: unknown, event: any) {
 	}
 }
 
-// TestCompileDirectExports pins the text of esbuild's ESM-to-CommonJS helper that Compile
-// replaces with a cheaper equivalent: after an esbuild upgrade that writes it differently this
-// fails, and the replacement must follow (bots still run; they only lose the speed).
+// TestCompileDirectExports pins the text of esbuild's ESM-to-CommonJS helpers that Compile
+// replaces with cheaper equivalents: after an esbuild upgrade that writes them differently this
+// fails, and the replacements must follow (bots still run; they only lose the speed).
 func TestCompileDirectExports(t *testing.T) {
 	p := mustCompile(t, "index.ts", `export async function handler() { return 1 }`)
-	if !strings.Contains(p.JS, directToCommonJS) || strings.Contains(p.JS, esbuildToCommonJS) {
-		t.Fatalf("esbuild's __toCommonJS was not replaced; compiled code:\n%s", p.JS)
+	for _, r := range helperRewrites {
+		if !strings.Contains(p.JS, r.direct) || strings.Contains(p.JS, r.esbuild) {
+			t.Fatalf("esbuild's helper %q was not replaced; compiled code:\n%s", r.esbuild, p.JS)
+		}
 	}
 	if cjs := mustCompile(t, "index.js", `exports.handler = () => 1`); strings.Contains(cjs.JS, "__toCommonJS") {
 		t.Errorf("CommonJS gained a helper:\n%s", cjs.JS)

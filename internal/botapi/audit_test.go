@@ -15,8 +15,9 @@ import (
 // TestFullAuditBatchFitsOneTransaction guards the pairing of auditBatch with
 // the store's memtable size (Badger refuses a transaction over 15% of it):
 // a full batch must commit as one transaction, not fall back to one write
-// each, at every event size up to the 1 KiB value threshold (larger events
-// go to the value log and take only a pointer's room in the transaction).
+// each, at every event size from 600 bytes to 1.1 KiB (an event under the
+// store's value threshold sits in the transaction whole, a larger one as a
+// value-log pointer: this holds should the threshold be raised again).
 func TestFullAuditBatchFitsOneTransaction(t *testing.T) {
 	t.Parallel()
 	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})

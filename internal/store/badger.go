@@ -28,8 +28,8 @@ type BadgerOptions struct {
 	// discards them.
 	Logger BadgerLogger
 	// GCInterval is how often the value log is garbage-collected. Values
-	// over the value threshold (bot code, AuditEvents with long console
-	// output, async job results) live in the value log, and the space of
+	// over the value threshold (bot code, AuditEvents, most Logins, async
+	// job results) live in the value log, and the space of
 	// the deleted, replaced and expired ones comes back only through its
 	// GC. 0 means DefaultGCInterval; negative turns it off.
 	GCInterval time.Duration
@@ -203,9 +203,9 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// writes, and a pooled buffer keeps the largest size it ever grew to).
 	// 2 MiB instead of Badger's 64 MiB: the largest transaction is then 15%
 	// of it, 314 KB, which still holds the biggest batch we write (128
-	// AuditEvents of up to 1 KiB in the tree plus their index keys; larger
-	// values go to the value log — TestFullAuditBatchFitsOneTransaction in
-	// botapi). Replaying 300k Logins and AuditEvents into a test store,
+	// AuditEvents, each a value-log pointer or a value under the value
+	// threshold, plus their index keys — TestFullAuditBatchFitsOneTransaction
+	// in botapi). Replaying 300k Logins and AuditEvents into a test store,
 	// 8 MiB -> 4 MiB took the live heap Badger keeps after the writes from
 	// 87 to 43 MiB; 4 -> 2 MiB, in fhirgate-bench scenario 5, took the
 	// anonymous memory after 100k mixed requests from 157 to 114-117 MiB
@@ -215,10 +215,21 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// One mutable plus one flushing memtable; the default 5 would pin up to
 	// 5 arenas under write bursts.
 	opts.NumMemtables = 2
-	// Values above 1 KiB (bot code in Binary, large AuditEvents) go to the
-	// value log so they do not bloat the LSM tree. Badger
-	// requires this to stay below 15% of MemTableSize (the max batch size).
-	opts.ValueThreshold = 1 << 10
+	// Values of 512 bytes and more go to the value log, written once, and
+	// the tree keeps a 12-byte pointer; smaller ones stay in the tree, which
+	// compaction rewrites level by level. The line falls between the
+	// records that exchanges and bot runs read (as fhirgate-bench stores
+	// them: User 195 bytes, ProjectMembership 346, ClientApplication 260,
+	// Project 173, Bot 494) and those appended per request (an AuditEvent
+	// per bot run, 900; a Login per exchange, 723), so the appended ones no
+	// longer pass through every level. BenchmarkRecordIDs (Logins and
+	// AuditEvents): CPU per record with compaction -30% against 1 KiB,
+	// table bytes per record 678 -> 342 (+367 in the value log); in
+	// fhirgate-bench scenario 3 the gateway's share of a bot run went from
+	// about 150 to 110 us (compaction and table writes 24% -> 4% of its CPU).
+	// Badger requires this to stay below 15% of MemTableSize (the max batch
+	// size).
+	opts.ValueThreshold = 512
 	// No compression, and so no block cache (Badger's cache holds
 	// decompressed blocks; uncompressed tables are read straight from their
 	// mapping). Badger builds each table in a buffer taken from a pool of
