@@ -225,8 +225,8 @@ func badgerOptions(o BadgerOptions) badger.Options {
 	// longer pass through every level. BenchmarkRecordIDs (Logins and
 	// AuditEvents): CPU per record with compaction -30% against 1 KiB,
 	// table bytes per record 678 -> 342 (+367 in the value log); in
-	// fhirgate-bench scenario 3 the gateway's share of a bot run went from
-	// about 150 to 110 us (compaction and table writes 24% -> 4% of its CPU).
+	// fhirgate-bench scenario 3, Badger's table building (level-0 flushes
+	// and compaction) fell from 24% to 4% of the gateway process's CPU.
 	// Badger requires this to stay below 15% of MemTableSize (the max batch
 	// size).
 	opts.ValueThreshold = 512
