@@ -11,10 +11,12 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-// TestOpensTablesWrittenCompressed: stores written before tables were left
-// uncompressed hold Snappy tables. Badger records each table's compression
-// in its manifest, so they must stay readable, and compaction must be able
-// to merge them with new uncompressed ones.
+// TestOpensTablesWrittenCompressed: stores written by earlier releases hold
+// Snappy tables, and values of 512 bytes to 1 KiB inside them (the value
+// threshold was 1 KiB). Badger records each table's compression in its
+// manifest and marks each value that is a value-log pointer, so the old
+// tables must stay readable, and compaction must be able to merge them with
+// new uncompressed ones whose values of that size are pointers.
 func TestOpensTablesWrittenCompressed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -22,10 +24,12 @@ func TestOpensTablesWrittenCompressed(t *testing.T) {
 	old := badgerOptions(BadgerOptions{Dir: dir})
 	old.Compression = options.Snappy
 	old.BlockCacheSize = 8 << 20
+	old.ValueThreshold = 1 << 10
 	db, err := badger.Open(old)
 	if err != nil {
 		t.Fatalf("opening with Snappy: %v", err)
 	}
+	// 526 bytes: in the tree under the old threshold, in the value log now.
 	value := func(i int) string { return fmt.Sprintf("%05d:%s", i, strings.Repeat("compressible ", 40)) }
 	key := func(i int) []byte { return fmt.Appendf(nil, "k/%05d", i) }
 	const n = 3000
@@ -53,9 +57,10 @@ func TestOpensTablesWrittenCompressed(t *testing.T) {
 		t.Fatalf("reopening with today's options: %v", err)
 	}
 	defer kv.Close()
-	// New uncompressed data next to the old, then merge everything.
+	// New uncompressed data next to the old, some of it replacing old
+	// entries, then merge everything.
 	if err := kv.Update(ctx, func(txn Txn) error {
-		for i := n; i < n+100; i++ {
+		for i := n - 50; i < n+100; i++ {
 			if err := txn.Set(key(i), []byte(value(i)), 0); err != nil {
 				return err
 			}
