@@ -133,7 +133,7 @@ func readProcMem(pid int) (memStatus, error) {
 func (m memStatus) describe() string {
 	s := fmt.Sprintf("anon %.0f, file %.0f MiB", m.Anon, m.File)
 	if m.StoreFiles != nil {
-		s = fmt.Sprintf("anon %.0f, file %.0f MiB of which store %.0f", m.Anon, m.File, m.Store)
+		s += fmt.Sprintf(" of which store %.0f", m.Store)
 	}
 	if m.Workers > 0 {
 		s += fmt.Sprintf("; %d bot workers: RSS %.0f MiB, with caddy PSS %.0f MiB", m.Workers, m.WorkersRSS, m.TreePSS)

@@ -32,8 +32,9 @@ const canPageOut = true
 // table caught while Badger was still writing it is complete by the next
 // one) and then left alone, so the pages reads bring back stay cached like
 // any file's. The value log is handed back on every pass: the current file
-// keeps growing, and its values (bot code, long AuditEvents) are read
-// rarely.
+// keeps growing, and its values (AuditEvents, Logins, bot code) are read
+// rarely: a session's Login at most once a second, behind the session
+// cache; bot code once per deployed version, behind the code cache.
 //
 // Safety: MADV_PAGEOUT is advice that never changes memory contents; the
 // kernel writes back or skips dirty pages and brings reclaimed ones back on
