@@ -297,9 +297,9 @@ func TestParsers(t *testing.T) {
 			"7f20-7f30 rw-s 00000000 08:01 15 /tmp/x/store/000001.vlog\nRss:  2048 kB\n" +
 			"7f30-7f40 rw-s 00000000 08:01 16 /tmp/x/storeother/000003.sst\nRss:  4096 kB\n" +
 			"7f40-7f50 rw-p 00000000 00:00 0 \nRss:  4096 kB\n"
-		got := residentUnder(smaps, "/tmp/x/store/")
-		if want := map[string]float64{"sst": 1.5, "vlog": 2}; !reflect.DeepEqual(got, want) {
-			t.Errorf("residentUnder = %v, want %v", got, want)
+		got, err := residentUnder(smaps, "/tmp/x/store/")
+		if want := map[string]float64{"sst": 1.5, "vlog": 2}; err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("residentUnder = %v, %v; want %v", got, err, want)
 		}
 	})
 	t.Run("PSS", func(t *testing.T) {

@@ -48,7 +48,9 @@ func readMem(p *caddyProc) (memStatus, error) {
 		if err != nil {
 			return memStatus{}, fmt.Errorf("reading smaps: %w", err)
 		}
-		m.StoreFiles = residentUnder(string(smaps), p.storeDir)
+		if m.StoreFiles, err = residentUnder(string(smaps), p.storeDir); err != nil {
+			return memStatus{}, err
+		}
 		for _, v := range m.StoreFiles {
 			m.Store += v
 		}
@@ -78,23 +80,19 @@ func readMem(p *caddyProc) (memStatus, error) {
 
 // residentUnder sums, from the text of /proc/<pid>/smaps, the resident MiB
 // of the mappings of files inside dir, by file extension.
-func residentUnder(smaps, dir string) map[string]float64 {
+func residentUnder(smaps, dir string) (map[string]float64, error) {
+	byPath, err := procmaps.ResidentKiB(smaps)
+	if err != nil {
+		return nil, err
+	}
 	prefix := filepath.Clean(dir) + string(filepath.Separator)
 	out := map[string]float64{}
-	inDir, ext := false, ""
-	for line := range strings.Lines(smaps) {
-		if m, ok := procmaps.Parse(line); ok { // a mapping's header
-			inDir = strings.HasPrefix(m.Path, prefix)
-			ext = strings.TrimPrefix(filepath.Ext(m.Path), ".")
-			continue
-		}
-		if f := strings.Fields(line); inDir && len(f) == 3 && f[0] == "Rss:" && f[2] == "kB" {
-			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-				out[ext] += kb / 1024
-			}
+	for path, kb := range byPath {
+		if strings.HasPrefix(path, prefix) {
+			out[strings.TrimPrefix(filepath.Ext(path), ".")] += float64(kb) / 1024
 		}
 	}
-	return out
+	return out, nil
 }
 
 // readPSS reads a process's proportional set size in MiB.

@@ -1,9 +1,11 @@
 // Package procmaps parses the mapping lines of Linux's /proc/<pid>/maps,
-// which are also the header lines of /proc/<pid>/smaps. It is plain text
-// parsing and builds everywhere; only Linux has the files.
+// which are also the header lines of /proc/<pid>/smaps, and sums smaps'
+// resident sizes by mapped file. It is plain text parsing and builds
+// everywhere; only Linux has the files.
 package procmaps
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -39,4 +41,28 @@ func Parse(line string) (Mapping, bool) {
 		m.Path = strings.TrimSuffix(strings.TrimLeft(f[5], " "), " (deleted)")
 	}
 	return m, true
+}
+
+// ResidentKiB sums, from the text of /proc/<pid>/smaps, the resident size
+// (the Rss lines) of the mappings of each path, in KiB. Anonymous mappings
+// count under "".
+func ResidentKiB(smaps string) (map[string]int64, error) {
+	out := map[string]int64{}
+	path, inMapping := "", false
+	for line := range strings.Lines(smaps) {
+		if m, ok := Parse(line); ok { // the next mapping's header
+			path, inMapping = m.Path, true
+			continue
+		}
+		f := strings.Fields(line)
+		if !inMapping || len(f) != 3 || f[0] != "Rss:" || f[2] != "kB" {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing smaps line %q: %w", strings.TrimSpace(line), err)
+		}
+		out[path] += kb
+	}
+	return out, nil
 }

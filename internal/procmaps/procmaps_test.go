@@ -1,6 +1,9 @@
 package procmaps
 
-import "testing"
+import (
+	"maps"
+	"testing"
+)
 
 func TestParse(t *testing.T) {
 	t.Parallel()
@@ -29,5 +32,23 @@ func TestParse(t *testing.T) {
 				t.Errorf("Parse = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+func TestResidentKiB(t *testing.T) {
+	t.Parallel()
+	smaps := "" +
+		"00400000-00c00000 r-xp 00000000 08:01 12 /opt/caddy\nSize:  8192 kB\nRss:  8192 kB\nPss:  4096 kB\n" +
+		"7f00-7f10 r--s 00000000 08:01 13 /s/000001.sst\nRss:  1024 kB\nVmFlags: rd sh mr mw me ms sd\n" +
+		"7f10-7f20 r--s 00000000 08:01 13 /s/000001.sst (deleted)\nRss:  512 kB\n" +
+		"7f20-7f30 rw-p 00000000 00:00 0 \nRss:  64 kB\n" +
+		"7f30-7f40 rw-p 00000000 00:00 0\nRss:  32 kB\n"
+	got, err := ResidentKiB(smaps)
+	want := map[string]int64{"/opt/caddy": 8192, "/s/000001.sst": 1536, "": 96}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("ResidentKiB = %v, %v; want %v", got, err, want)
+	}
+	if _, err := ResidentKiB("7f00-7f10 r--s 00000000 08:01 13 /s/1.sst\nRss:  lots kB\n"); err == nil {
+		t.Error("ResidentKiB accepted an Rss line without a number")
 	}
 }

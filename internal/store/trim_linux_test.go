@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/procmaps"
 )
 
 func TestStoreFileMapping(t *testing.T) {
@@ -157,28 +159,19 @@ func tableFiles(t testing.TB, dir string) []string {
 
 // residentStoreKiB sums the resident KiB of this process's mappings of the
 // table files in dir, from /proc/self/smaps.
-func residentStoreKiB(t *testing.T, dir string) int {
+func residentStoreKiB(t *testing.T, dir string) int64 {
 	t.Helper()
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	total, inDir := 0, false
-	for line := range strings.Lines(string(smaps)) {
-		if m, ok := storeFileMapping(strings.TrimSuffix(line, "\n"), dir+"/"); ok && m.table {
-			inDir = true
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
-			inDir = false // another mapping's header
-			continue
-		}
-		if inDir && len(f) == 3 && f[0] == "Rss:" {
-			kb, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatalf("parsing %q: %v", line, err)
-			}
+	byPath, err := procmaps.ResidentKiB(string(smaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for path, kb := range byPath {
+		if strings.HasPrefix(path, dir+"/") && filepath.Ext(path) == ".sst" {
 			total += kb
 		}
 	}
