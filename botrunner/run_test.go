@@ -70,7 +70,12 @@ func TestRunMapsEachResultKind(t *testing.T) {
 		{"function", `() => 1`, OutcomeError, "", "", "bot returned a function, which cannot be serialized as JSON"},
 		{"symbol", `Symbol('s')`, OutcomeError, "", "", "bot returned a symbol, which cannot be serialized as JSON"},
 		{"toJSON throws", `{ toJSON() { throw new Error('nope') } }`, OutcomeError, "", "", "bot result cannot be serialized as JSON: nope"},
-		{"JSON replaced", `(() => { (globalThis as any).JSON = null; return { a: 1 } })()`, OutcomeError, "", "", "bot result cannot be serialized as JSON: "},
+		// As in Medplum, the host serializes the answer: the bot's own JSON object does not matter.
+		{"JSON replaced", `(() => { (globalThis as any).JSON = null; return { a: 1 } })()`, OutcomeSuccess, `{"a":1}`, ContentTypeJSON, ""},
+		{"JSON.stringify replaced", `(() => { JSON.stringify = () => 'hacked'; return [1] })()`, OutcomeSuccess, `[1]`, ContentTypeJSON, ""},
+		{"toJSON gives undefined", `{ toJSON() { return undefined } }`, OutcomeError, "", "", "bot returned a value whose toJSON gives nothing JSON can express, which cannot be serialized as JSON"},
+		{"toJSON gives null", `{ toJSON() { return null } }`, OutcomeSuccess, `null`, ContentTypeJSON, ""},
+		{"nested toJSON", `{ when: new Date(0), n: { toJSON: () => 7 } }`, OutcomeSuccess, `{"when":"1970-01-01T00:00:00.000Z","n":7}`, ContentTypeJSON, ""},
 		{"resourceType getter throws", `{ get resourceType() { throw new Error('getter') } }`, OutcomeError, "", "", "getter"},
 	}
 	r := New(Options{})

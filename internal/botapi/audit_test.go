@@ -3,6 +3,7 @@ package botapi
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,4 +58,48 @@ func eventSize(t *testing.T, ev *store.AuditEvent) int {
 		t.Fatal(err)
 	}
 	return len(b)
+}
+
+// TestAuditEntryShape pins the AuditEvent of a run to Medplum's shape
+// (createBotAuditEvent): type, period, outcome and its description, the bot
+// as observer and entity, the requester as agent, and the tracing extension.
+func TestAuditEntryShape(t *testing.T) {
+	t.Parallel()
+	bot := &store.Bot{Name: "importer"}
+	bot.ID = "0190b3c2-7a1e-7c3d-9f00-1234567890ab"
+	bot.Meta.Project = "0190b3c2-7a1e-7c3d-9f00-0000000000aa"
+	id := &oauth.Identity{Profile: "Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"}
+	started := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	// event is the expected JSON; only the period's end, the outcome and the tracing values vary.
+	event := func(end, outcome, desc string, ms int, code string) string {
+		return `{"resourceType":"","meta":{"project":"0190b3c2-7a1e-7c3d-9f00-0000000000aa"},` +
+			`"type":{"system":"https://medplum.com/CodeSystem/audit-event","code":"execute"},"recorded":"",` +
+			`"period":{"start":"2026-11-21T10:00:00.000Z","end":"` + end + `"},"outcome":"` + outcome + `","outcomeDesc":` + strconv.Quote(desc) + `,` +
+			`"agent":[{"who":{"reference":"Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"},"requestor":true}],` +
+			`"source":{"observer":{"reference":"Bot/0190b3c2-7a1e-7c3d-9f00-1234567890ab","display":"importer"}},` +
+			`"entity":[{"what":{"reference":"Bot/0190b3c2-7a1e-7c3d-9f00-1234567890ab","display":"importer"}}],` +
+			`"extension":[{"url":"https://medplum.com/fhir/StructureDefinition/tracing","extension":[` +
+			`{"url":"traceId","valueId":"trace-1"},{"url":"durationMs","valueInteger":` + strconv.Itoa(ms) + `},{"url":"outcome","valueCode":"` + code + `"}]}]}`
+	}
+	tests := []struct {
+		name string
+		res  botrunner.Result
+		want string
+	}{
+		{"success", botrunner.Result{Outcome: botrunner.OutcomeSuccess, Duration: 1500 * time.Millisecond, Console: "hello\n"},
+			event("2026-11-21T10:00:01.500Z", "0", "hello\n", 1500, "success")},
+		{"timeout", botrunner.Result{Outcome: botrunner.OutcomeTimeout, Message: "bot execution timed out after 1s", Duration: time.Second},
+			event("2026-11-21T10:00:01.000Z", "4", "Error: bot execution timed out after 1s", 1000, "timeout")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.Marshal(auditEntry(bot, id, &tc.res, "trace-1", started))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("AuditEvent\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
 }

@@ -152,3 +152,57 @@ func TestIndexedStringsAreBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestIDAndReferenceSyntax pins the hand-written checks to the grammars they
+// implement, including the edges a loop gets wrong (length bounds, the first
+// character of a type, bytes beyond ASCII).
+func TestIDAndReferenceSyntax(t *testing.T) {
+	t.Parallel()
+	id64 := strings.Repeat("a", 64)
+	type64 := "A" + strings.Repeat("b", 63)
+	tests := []struct {
+		ref      string
+		wantType string
+		wantID   string // empty: the reference is refused
+	}{
+		{"Bot/0195f1b2-aaaa-7bbb-8ccc-123456789abc", "Bot", "0195f1b2-aaaa-7bbb-8ccc-123456789abc"},
+		{"Patient/a.B-9", "Patient", "a.B-9"},
+		{"X/1", "X", "1"},
+		{type64 + "/" + id64, type64, id64},
+		{type64 + "b/1", "", ""},
+		{"Bot/" + id64 + "a", "", ""},
+		{"Bot/", "", ""},
+		{"/1", "", ""},
+		{"bot/1", "", ""},
+		{"B0t/1", "", ""},
+		{"Bot/1/2", "", ""},
+		{"Bot/a_b", "", ""},
+		{"Bot/a b", "", ""},
+		{"Bot/é", "", ""},
+		{"Bét/1", "", ""},
+		{"Bot", "", ""},
+		{"", "", ""},
+	}
+	for _, tc := range tests {
+		typ, id, err := ParseReference(tc.ref)
+		if tc.wantID == "" {
+			if err == nil {
+				t.Errorf("ParseReference(%q) = %q, %q; want an error", tc.ref, typ, id)
+			}
+			continue
+		}
+		if err != nil || typ != tc.wantType || id != tc.wantID {
+			t.Errorf("ParseReference(%q) = %q, %q, %v; want %q, %q", tc.ref, typ, id, err, tc.wantType, tc.wantID)
+		}
+	}
+	for _, id := range []string{"a", id64, "0.-Z"} {
+		if !ValidID(id) {
+			t.Errorf("ValidID(%q) = false", id)
+		}
+	}
+	for _, id := range []string{"", id64 + "a", "a/b", "a\x00", "ä", "a+b"} {
+		if ValidID(id) {
+			t.Errorf("ValidID(%q) = true", id)
+		}
+	}
+}
