@@ -296,6 +296,17 @@ func TestDefaultTimeoutApplies(t *testing.T) {
 	}
 }
 
+// A toJSON that never returns is stopped by the deadline like any other code, although goja's
+// serializer, not bot code, called it.
+func TestTimeoutStopsResultSerialization(t *testing.T) {
+	r := New(Options{DefaultTimeout: 100 * time.Millisecond})
+	p := mustCompile(t, "index.js", `exports.handler = async () => ({ a: { toJSON() { for (;;) {} } } })`)
+	res, err := r.Run(ctxT(t), Request{Code: p.JS})
+	if err != nil || res.Outcome != OutcomeTimeout || res.Message != "bot execution timed out after 100ms" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+}
+
 // cancellingClient cancels the run's context from inside the run, so the test does not depend on
 // when the run starts.
 type cancellingClient struct{ cancel context.CancelFunc }
