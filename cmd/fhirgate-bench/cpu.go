@@ -11,7 +11,7 @@ import (
 // reading is published by closing a channel, so no lock is needed.
 type cpuWindow struct {
 	pid        int
-	start, end time.Duration
+	start, end cpuTimes
 	startErr   error
 	endErr     error
 	started    chan struct{}
@@ -40,12 +40,13 @@ func newCPUWindow(pid int, startAt, endAt time.Time) *cpuWindow {
 	return w
 }
 
-// finish returns the CPU seconds of the window. It is called once the
-// workers stopped: at the time limit (then the end reading is made or about
-// to be) or earlier, when the request count was reached.
-func (w *cpuWindow) finish() (float64, error) {
+// finish returns the CPU seconds of the window, of the whole tree and of its
+// root alone. It is called once the workers stopped: at the time limit (then
+// the end reading is made or about to be) or earlier, when the request count
+// was reached.
+func (w *cpuWindow) finish() (tree, own float64, err error) {
 	if w.pid == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	<-w.started
 	if w.endTimer != nil && !w.endTimer.Stop() {
@@ -54,7 +55,7 @@ func (w *cpuWindow) finish() (float64, error) {
 		w.end, w.endErr = treeCPU(w.pid)
 	}
 	if err := errors.Join(w.startErr, w.endErr); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return (w.end - w.start).Seconds(), nil
+	return (w.end.tree - w.start.tree).Seconds(), (w.end.own - w.start.own).Seconds(), nil
 }

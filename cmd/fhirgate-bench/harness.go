@@ -103,8 +103,8 @@ func (h *harness) load(ctx context.Context, p *caddyProc, profile string, spec l
 	if err := parseLoadResult(out, &res); err != nil {
 		return nil, err
 	}
-	h.logf("  %-28s %8.0f/s  p50 %.2fms  p99 %.2fms  caddy CPU %.0fµs/req  errors %d  throttled %d",
-		profile, res.Throughput, res.P50Ms, res.P99Ms, res.ServerCPUPerRequestUs, res.errors(), res.Throttled)
+	h.logf("  %-28s %8.0f/s  p50 %.2fms  p99 %.2fms  caddy CPU/req %s  errors %d  throttled %d",
+		profile, res.Throughput, res.P50Ms, res.P99Ms, res.cpuText(), res.errors(), res.Throttled)
 	for _, s := range res.ErrorSamples {
 		h.logf("    error sample: %s", oneLine(s, 200))
 	}

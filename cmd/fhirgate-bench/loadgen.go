@@ -69,11 +69,15 @@ type loadResult struct {
 	TransportErrors uint64            `json:"transport_errors"`
 	Status          map[string]uint64 `json:"status"`
 	MeanBodyBytes   float64           `json:"mean_body_bytes"`
-	// ServerCPUSeconds is the server's user+system CPU time over the
-	// measured window; ServerCPUPerRequestUs the same per request.
-	ServerCPUSeconds      float64  `json:"server_cpu_seconds,omitempty"`
-	ServerCPUPerRequestUs float64  `json:"server_cpu_per_request_us,omitempty"`
-	ErrorSamples          []string `json:"error_samples,omitempty"`
+	// ServerCPUSeconds is the user+system CPU time of the server's process
+	// tree (Caddy and its bot workers) over the measured window;
+	// ServerCPUPerRequestUs the same per request. The Own fields are the
+	// server process alone, so the rest is its children's (bot workers').
+	ServerCPUSeconds         float64  `json:"server_cpu_seconds,omitempty"`
+	ServerCPUPerRequestUs    float64  `json:"server_cpu_per_request_us,omitempty"`
+	ServerOwnCPUSeconds      float64  `json:"server_own_cpu_seconds,omitempty"`
+	ServerOwnCPUPerRequestUs float64  `json:"server_own_cpu_per_request_us,omitempty"`
+	ErrorSamples             []string `json:"error_samples,omitempty"`
 	// Latency is the measured window's histogram, so runs can be merged.
 	Latency histogramJSON `json:"latency"`
 }
@@ -259,7 +263,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 	if err := ctx.Err(); err != nil {
 		return loadResult{}, fmt.Errorf("load run interrupted: %w", err)
 	}
-	cpuSecs, cpuErr := cpu.finish()
+	cpuSecs, ownSecs, cpuErr := cpu.finish()
 
 	total := newHistogram()
 	var bytes uint64
@@ -304,10 +308,8 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 		if cpuErr != nil {
 			return loadResult{}, cpuErr
 		}
-		res.ServerCPUSeconds = cpuSecs
-		if res.Requests > 0 {
-			res.ServerCPUPerRequestUs = cpuSecs / float64(res.Requests) * 1e6
-		}
+		res.ServerCPUSeconds, res.ServerOwnCPUSeconds = cpuSecs, ownSecs
+		res.perRequestCPU()
 	}
 	for code, n := range run.statusSeen {
 		res.Status[strconv.Itoa(code)] = n
@@ -429,4 +431,25 @@ func (run *loadRun) countStatus(code int) {
 	run.statusMu.Lock()
 	run.statusSeen[code]++
 	run.statusMu.Unlock()
+}
+
+// perRequestCPU derives the per-request CPU figures from the window's totals.
+func (r *loadResult) perRequestCPU() {
+	if r.Requests > 0 {
+		r.ServerCPUPerRequestUs = r.ServerCPUSeconds / float64(r.Requests) * 1e6
+		r.ServerOwnCPUPerRequestUs = r.ServerOwnCPUSeconds / float64(r.Requests) * 1e6
+	}
+}
+
+// cpuText is the CPU per request for people: the process tree's, and when bot
+// workers took a share of it, the gateway's own part.
+func (r *loadResult) cpuText() string {
+	if r.ServerCPUPerRequestUs <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%.0fµs", r.ServerCPUPerRequestUs)
+	if workers := r.ServerCPUPerRequestUs - r.ServerOwnCPUPerRequestUs; workers >= 1 && workers >= r.ServerCPUPerRequestUs/20 {
+		s += fmt.Sprintf(" (gateway %.0f, workers %.0f)", r.ServerOwnCPUPerRequestUs, workers)
+	}
+	return s
 }

@@ -478,7 +478,7 @@ func TestMergeResultsIsOneRun(t *testing.T) {
 		return &loadResult{
 			Concurrency: 32, Requests: h.count(), Seconds: 2, Non2xx: non2xx, Throttled: throttled,
 			Status: map[string]uint64{"200": h.count()}, MeanBodyBytes: 100, ServerCPUSeconds: cpu,
-			Latency: h.export(),
+			ServerOwnCPUSeconds: cpu / 4, Latency: h.export(),
 		}
 	}
 	tests := []struct {
@@ -505,7 +505,8 @@ func TestMergeResultsIsOneRun(t *testing.T) {
 				return
 			}
 			if got.Requests != 100 || math.Abs(got.Throughput-tt.throughput) > 1e-9 || got.errors() != tt.errors ||
-				got.Status["200"] != 100 || math.Abs(got.ServerCPUPerRequestUs-tt.cpuUs) > 1e-6 {
+				got.Status["200"] != 100 || math.Abs(got.ServerCPUPerRequestUs-tt.cpuUs) > 1e-6 ||
+				math.Abs(got.ServerOwnCPUPerRequestUs-tt.cpuUs/4) > 1e-6 {
 				t.Errorf("merged %+v", got)
 			}
 			if math.Abs(got.P50Ms-tt.p50) > tt.p50/128 || math.Abs(got.P99Ms-tt.p99) > tt.p99/128 {
@@ -539,5 +540,26 @@ func TestComparisonOrder(t *testing.T) {
 		if count[0] != count[1] || (tc.rounds >= 2 && pos[0] != pos[1]) {
 			t.Errorf("comparisonOrder(%d) = %v is unbalanced: counts %v, positions %v", tc.rounds, got, count, pos)
 		}
+	}
+}
+
+func TestCPUTextSplitsWorkersOff(t *testing.T) {
+	tests := []struct {
+		name      string
+		tree, own float64
+		want      string
+	}{
+		{"no CPU reading", 0, 0, ""},
+		{"no workers", 80, 80, "80µs"},
+		{"workers' share too small to show", 80, 79.5, "80µs"},
+		{"bot workers", 289, 145, "289µs (gateway 145, workers 144)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := loadResult{ServerCPUPerRequestUs: tt.tree, ServerOwnCPUPerRequestUs: tt.own}
+			if got := r.cpuText(); got != tt.want {
+				t.Errorf("cpuText = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

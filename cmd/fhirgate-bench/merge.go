@@ -22,6 +22,7 @@ func mergeResults(rs ...*loadResult) (*loadResult, error) {
 		out.Throttled += r.Throttled
 		out.TransportErrors += r.TransportErrors
 		out.ServerCPUSeconds += r.ServerCPUSeconds
+		out.ServerOwnCPUSeconds += r.ServerOwnCPUSeconds
 		bodyBytes += r.MeanBodyBytes * float64(r.Requests)
 		for k, v := range r.Status {
 			out.Status[k] += v
@@ -37,8 +38,8 @@ func mergeResults(rs ...*loadResult) (*loadResult, error) {
 	}
 	if out.Requests > 0 {
 		out.MeanBodyBytes = bodyBytes / float64(out.Requests)
-		out.ServerCPUPerRequestUs = out.ServerCPUSeconds / float64(out.Requests) * 1e6
 	}
+	out.perRequestCPU()
 	out.P50Ms, out.P90Ms, out.P99Ms = ms(h.quantile(0.50)), ms(h.quantile(0.90)), ms(h.quantile(0.99))
 	out.MaxMs, out.MeanMs = ms(h.max), ms(h.mean())
 	out.Latency = h.export()

@@ -111,18 +111,22 @@ func processTree(root int) ([]procStat, error) {
 	return tree, nil
 }
 
-// treeCPU is the CPU time of root's process tree (see procStat.cpu).
-func treeCPU(root int) (time.Duration, error) {
+// treeCPU is the CPU time of root's process tree (see procStat.cpu) and of
+// root alone: the gateway without its bot workers.
+func treeCPU(root int) (cpuTimes, error) {
 	tree, err := processTree(root)
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
-	var total time.Duration
+	t := cpuTimes{own: tree[0].cpu}
 	for _, p := range tree {
-		total += p.cpu
+		t.tree += p.cpu
 	}
-	return total, nil
+	return t, nil
 }
+
+// cpuTimes is a reading of a process tree's CPU time.
+type cpuTimes struct{ tree, own time.Duration }
 
 // killLeftovers kills processes of an earlier tree snapshot that are still
 // running, after their parent was stopped. The start time check makes sure

@@ -224,10 +224,7 @@ func (m *measurement) row() []string {
 		return []string{m.Name, "unavailable", "", "", "", "", oneLine(m.Unavailable, 60), ""}
 	case m.Load != nil:
 		l := m.Load
-		cpu := ""
-		if l.ServerCPUPerRequestUs > 0 {
-			cpu = fmt.Sprintf("%.0fµs", l.ServerCPUPerRequestUs)
-		}
+		cpu := l.cpuText()
 		errs := strconv.FormatUint(l.errors(), 10)
 		if l.Throttled > 0 {
 			errs += fmt.Sprintf(" (+%d×429)", l.Throttled)
