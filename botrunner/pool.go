@@ -23,6 +23,7 @@ type Executor interface {
 const (
 	DefaultWorkerMemory      = 256 << 20
 	DefaultWorkerIdleTimeout = time.Minute
+	DefaultRunsPerWorker     = 4
 	// MinWorkerMemory is the smallest memory cap a worker accepts: the Go runtime, the engine
 	// and a compiled bot take some 10 MiB before the bot allocates anything.
 	MinWorkerMemory = 64 << 20
@@ -43,7 +44,7 @@ const spawnTimeout = 15 * time.Second
 // PoolOptions configures a Pool. The zero value of each field but Command means its default.
 type PoolOptions struct {
 	// Options are the run limits, as for a Runner. MaxConcurrent also bounds the number of
-	// worker processes, since each runs one bot at a time. ProgramCacheSize bounds the pool's
+	// worker processes, since each runs at least one bot. ProgramCacheSize bounds the pool's
 	// table of code digests; each worker caches compiled programs within its memory.
 	// MaxHeapBytes does not apply: WorkerMemory does.
 	Options
@@ -59,6 +60,15 @@ type PoolOptions struct {
 	// 256 MiB; at least MinWorkerMemory.
 	WorkerMemory int64
 
+	// RunsPerWorker is how many runs of one bot a worker may take at once. Runs of different
+	// bots never share a worker, so whatever a bot does to its worker (exhaust its memory, get
+	// stuck in a native call) ends only runs of that same bot; each run still has a fresh
+	// JavaScript runtime of its own. A busy worker takes another run of its bot only when no
+	// worker is idle, so runs spread over idle workers (and CPUs) first. 1 gives every run a
+	// process of its own: the most isolation, at ~28 MiB of memory per concurrent run instead
+	// of per worker. Default: 4.
+	RunsPerWorker int
+
 	// KeepWorkers is how many idle workers are kept however long they stay idle. Default:
 	// GOMAXPROCS (at most MaxConcurrent).
 	KeepWorkers int
@@ -71,9 +81,10 @@ type PoolOptions struct {
 	Logger *zap.Logger
 }
 
-// Pool runs bots in worker processes, one bot at a time per process, so a bot that allocates
-// without bound, loops in a native call or crashes the engine takes down only its own worker:
-// the worker is killed and replaced, and the run answers an error Result. Workers start when
+// Pool runs bots in worker processes, each serving one bot at a time (up to RunsPerWorker runs
+// of it), so a bot that allocates without bound, loops in a native call or crashes the engine
+// takes down only its own worker: the worker is killed and replaced, and its runs answer an
+// error Result. Other bots' runs never share that worker. Workers start when
 // runs need them and are reused; see the package documentation ("Isolation") for what the
 // processes are and are not isolated from. A Pool is safe for concurrent use.
 type Pool struct {
@@ -113,6 +124,12 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if o.WorkerMemory < MinWorkerMemory {
 		return nil, fmt.Errorf("bot worker memory of %d bytes is below the minimum of %d MiB", o.WorkerMemory, MinWorkerMemory>>20)
 	}
+	if o.RunsPerWorker < 0 {
+		return nil, fmt.Errorf("bot runs per worker must be positive, not %d", o.RunsPerWorker)
+	}
+	if o.RunsPerWorker == 0 {
+		o.RunsPerWorker = DefaultRunsPerWorker
+	}
 	if o.KeepWorkers <= 0 {
 		o.KeepWorkers = runtime.GOMAXPROCS(0)
 	}
@@ -143,7 +160,7 @@ func (p *Pool) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	defer release()
-	w, err := p.get(ctx)
+	w, err := p.get(ctx, req.BotID)
 	queueWait := time.Since(start)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -175,18 +192,24 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// get takes an idle worker or starts one. The slot the caller holds guarantees the number of
-// workers stays within MaxConcurrent.
-func (p *Pool) get(ctx context.Context) (*worker, error) {
+// get takes a worker for a run of bot: an idle one, else a busy one already running that bot
+// with room for another run, else a new one. The slot the caller holds guarantees the number of
+// workers stays within MaxConcurrent. Runs without a bot id never share a worker.
+func (p *Pool) get(ctx context.Context, bot string) (*worker, error) {
 	p.mu.Lock()
 	for len(p.idle) > 0 {
 		w := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if w.alive() {
-			p.markBusy(w)
+			p.markBusy(w, bot)
 			p.mu.Unlock()
 			return w, nil
 		}
+	}
+	if w := p.sharedWorker(bot); w != nil {
+		w.runs++
+		p.mu.Unlock()
+		return w, nil
 	}
 	p.mu.Unlock()
 	w, err := p.spawn(ctx)
@@ -194,13 +217,30 @@ func (p *Pool) get(ctx context.Context) (*worker, error) {
 		return nil, err
 	}
 	p.mu.Lock()
-	p.markBusy(w)
+	p.markBusy(w, bot)
 	p.mu.Unlock()
 	return w, nil
 }
 
-// markBusy records w as running a bot and starts the memory monitor. p.mu is held.
-func (p *Pool) markBusy(w *worker) {
+// sharedWorker is the least loaded live worker running bot with room for one more run, or nil.
+// p.mu is held.
+func (p *Pool) sharedWorker(bot string) *worker {
+	if bot == "" || p.o.RunsPerWorker < 2 {
+		return nil
+	}
+	var best *worker
+	for w := range p.busy {
+		if w.bot == bot && w.runs < p.o.RunsPerWorker && (best == nil || w.runs < best.runs) && w.alive() {
+			best = w
+		}
+	}
+	return best
+}
+
+// markBusy records w as running its first run, of bot, and starts the memory monitor. p.mu is
+// held.
+func (p *Pool) markBusy(w *worker, bot string) {
+	w.bot, w.runs = bot, 1
 	p.busy[w] = struct{}{}
 	if !p.monitoring {
 		p.monitoring = true
@@ -208,9 +248,15 @@ func (p *Pool) markBusy(w *worker) {
 	}
 }
 
-// put gives a worker back after its run: idle again if it is healthy, stopped otherwise.
+// put gives a worker back after a run: still busy while it has other runs, then idle again if
+// it is healthy, stopped otherwise.
 func (p *Pool) put(w *worker) {
 	p.mu.Lock()
+	if w.runs--; w.runs > 0 {
+		p.mu.Unlock()
+		return
+	}
+	w.bot = ""
 	delete(p.busy, w)
 	if p.closed || !w.alive() {
 		p.mu.Unlock()

@@ -529,6 +529,7 @@ func TestNewPoolRejectsBadOptions(t *testing.T) {
 	}{
 		{"no command", PoolOptions{}, ""},
 		{"memory below the minimum", PoolOptions{Command: []string{"x"}, WorkerMemory: 1 << 20}, ""},
+		{"negative runs per worker", PoolOptions{Command: []string{"x"}, RunsPerWorker: -1}, ""},
 		{"inside a worker", PoolOptions{Command: []string{"x"}}, "1"},
 	}
 	for _, tc := range tests {

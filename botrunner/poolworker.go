@@ -34,10 +34,13 @@ type worker struct {
 	out       frameWriter
 	dead      chan struct{} // closed once the process has exited and been reaped
 	idleSince time.Time     // guarded by p.mu
+	bot       string        // the bot its runs are of while busy; guarded by p.mu
+	runs      int           // runs taken and not yet put back; guarded by p.mu
 
 	mu         sync.Mutex
-	current    *poolRun
-	killReason string // why the pool killed it, "" if it did not
+	active     map[uint64]*poolRun // runs sent and not yet answered, by id
+	killReason string              // why the pool killed it, "" if it did not
+	killedFor  uint64              // the run whose doing the kill was, 0 if none in particular
 	killed     bool
 	stopping   bool
 	exit       string // how the process ended, once dead is closed
@@ -111,7 +114,7 @@ func (p *Pool) spawn(ctx context.Context) (*worker, error) {
 		return nil, fmt.Errorf("starting %s: %w", p.o.Command[0], err)
 	}
 	p.spawns.Add(1)
-	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: inW}, dead: make(chan struct{})}
+	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: inW}, dead: make(chan struct{}), active: map[uint64]*poolRun{}}
 	go w.logStderr(errR)
 
 	init := initMsg{
@@ -233,14 +236,11 @@ func (w *worker) handle(typ byte, payload []byte) error {
 	return nil
 }
 
-// currentRun returns the current run if its id is id.
+// currentRun returns the run with id id if it is still waiting for its result.
 func (w *worker) currentRun(id uint64) *poolRun {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.current != nil && w.current.id == id {
-		return w.current
-	}
-	return nil
+	return w.active[id]
 }
 
 // serveDo makes a bot's medplum call with the gateway's client and answers the worker.
@@ -345,15 +345,15 @@ func (w *worker) run(ctx context.Context, req *Request) *Result {
 	}
 
 	w.mu.Lock()
-	w.current = r
+	w.active[r.id] = r
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		w.current = nil
+		delete(w.active, r.id)
 		w.mu.Unlock()
 	}()
 	// The kill is a timer, not a select case, so that it also ends a write the worker never reads.
-	killer := time.AfterFunc(time.Until(r.deadline.Add(killGrace)), func() { w.kill("the bot did not stop at its deadline") })
+	killer := time.AfterFunc(time.Until(r.deadline.Add(killGrace)), func() { w.killFor(r.id, "the bot did not stop at its deadline") })
 	defer killer.Stop()
 	if err := w.out.send(frameRun, m.encode); err != nil {
 		w.kill("")
@@ -362,14 +362,14 @@ func (w *worker) run(ctx context.Context, req *Request) *Result {
 	for {
 		select {
 		case msg := <-r.done:
-			return w.result(msg)
+			return w.result(r.id, msg)
 		case <-w.dead:
 			select {
 			case msg := <-r.done:
-				return w.result(msg)
+				return w.result(r.id, msg)
 			default:
 			}
-			return w.failure(req, start)
+			return w.failure(r.id, req, start)
 		case <-done:
 			done = nil
 			if errors.Is(ctx.Err(), context.Canceled) {
@@ -379,12 +379,12 @@ func (w *worker) run(ctx context.Context, req *Request) *Result {
 	}
 }
 
-// result turns a worker's answer into the run's Result.
-func (w *worker) result(m *resultMsg) *Result {
+// result turns a worker's answer to run id into the run's Result.
+func (w *worker) result(id uint64, m *resultMsg) *Result {
 	if m.abandoned {
 		// The bot is stuck in a native call the worker could not interrupt: the run is answered
 		// (as timed out), and the worker, which still burns a CPU on it, goes.
-		w.kill("")
+		w.killFor(id, "the bot was stuck in a native call past its deadline")
 	}
 	if m.noResult {
 		return nil
@@ -393,13 +393,16 @@ func (w *worker) result(m *resultMsg) *Result {
 	return &res
 }
 
-// failure is the Result of a run whose worker died under it.
-func (w *worker) failure(req *Request, start time.Time) *Result {
+// failure is the Result of run id, whose worker died under it.
+func (w *worker) failure(id uint64, req *Request, start time.Time) *Result {
 	w.mu.Lock()
-	reason, exit := w.killReason, w.exit
+	reason, culprit, exit := w.killReason, w.killedFor, w.exit
 	w.mu.Unlock()
 	msg := "bot worker crashed (" + exit + ")"
-	if reason != "" {
+	switch {
+	case reason != "" && culprit != 0 && culprit != id:
+		msg = "bot worker killed during another run of this bot, which shared it: " + reason
+	case reason != "":
 		msg = "bot worker killed: " + reason
 	}
 	w.p.logger.Warn("bot worker died during a run", zap.Int("pid", w.pid), zap.String("bot", req.BotID), zap.String("reason", msg))
@@ -418,11 +421,15 @@ func (w *worker) alive() bool {
 	return !w.killed && !w.stopping
 }
 
-// kill SIGKILLs the worker; the first reason given is the one its run reports.
-func (w *worker) kill(reason string) {
+// kill SIGKILLs the worker; the first reason given is the one its runs report.
+func (w *worker) kill(reason string) { w.killFor(0, reason) }
+
+// killFor kills the worker because of run id (0: of no run in particular, such as its memory,
+// which all its runs share): the runs sharing the worker are told it was another run's doing.
+func (w *worker) killFor(id uint64, reason string) {
 	w.mu.Lock()
 	if w.killReason == "" && !w.stopping {
-		w.killReason = reason
+		w.killReason, w.killedFor = reason, id
 	}
 	w.killed = true
 	w.mu.Unlock()

@@ -78,12 +78,13 @@ type App struct {
 	// BotQueueTimeout is how long a bot run waits for a free slot. Default: 1s.
 	BotQueueTimeout caddy.Duration `json:"bot_queue_timeout,omitempty"`
 
-	// BotIsolation says where bots run: `process` runs each bot in a
-	// worker process (this binary's hidden `caddy fhirgate bot-worker`
-	// command), one bot at a time per process, with a memory cap
+	// BotIsolation says where bots run: `process` runs bots in worker
+	// processes (this binary's hidden `caddy fhirgate bot-worker`
+	// command), each serving one bot at a time (up to
+	// `bot_runs_per_worker` concurrent runs of it), with a memory cap
 	// (`bot_worker_memory`) and a hard kill at the deadline: a bot that
 	// allocates without bound, or is stuck in a native call, loses its
-	// worker and answers 400, and the gateway carries on. `inprocess` runs
+	// worker and answers 400, and the gateway and other bots carry on. `inprocess` runs
 	// bots inside the gateway, a little faster, where such a bot can take
 	// the whole gateway down; only a heap watchdog (90% of GOMEMLIMIT,
 	// which Caddy sets from the cgroup or system memory) stops the running
@@ -95,6 +96,16 @@ type App struct {
 	// (`process` isolation). A bot that reaches it gets a "memory limit
 	// exceeded" error (400). Default: 256 MiB; at least 64 MiB.
 	BotWorkerMemory int64 `json:"bot_worker_memory,omitempty"`
+
+	// BotRunsPerWorker is how many concurrent runs of one bot a worker
+	// process may take (`process` isolation). Different bots never share a
+	// worker, and every run has a fresh JavaScript runtime; runs of the same
+	// bot that share a worker share its memory cap and its fate: when one
+	// exhausts the memory or is stuck past its deadline, the others answer
+	// 400 too. A busy worker takes another run only when none is idle. 1
+	// gives every run a process of its own, at ~28 MiB per concurrent run.
+	// Default: 4.
+	BotRunsPerWorker int `json:"bot_runs_per_worker,omitempty"`
 
 	// AuditRetention is how long bot AuditEvents are kept. Default: 30 days
 	// (720h).
@@ -173,8 +184,8 @@ func (a *App) provisionBots() error {
 	}
 	switch isolation {
 	case isolationInProcess:
-		if a.BotWorkerMemory != 0 {
-			a.logger.Warn("bot_worker_memory has no effect with bot_isolation inprocess")
+		if a.BotWorkerMemory != 0 || a.BotRunsPerWorker != 0 {
+			a.logger.Warn("bot_worker_memory and bot_runs_per_worker have no effect with bot_isolation inprocess")
 		}
 		a.runner = botrunner.New(opts)
 		return nil
@@ -187,10 +198,11 @@ func (a *App) provisionBots() error {
 		return fmt.Errorf("finding this executable to start bot workers: %w", err)
 	}
 	pool, err := botrunner.NewPool(botrunner.PoolOptions{
-		Options:      opts,
-		Command:      []string{exe, "fhirgate", botWorkerCommandName},
-		WorkerMemory: a.BotWorkerMemory,
-		Logger:       a.logger.Named("bot_worker"),
+		Options:       opts,
+		Command:       []string{exe, "fhirgate", botWorkerCommandName},
+		WorkerMemory:  a.BotWorkerMemory,
+		RunsPerWorker: a.BotRunsPerWorker,
+		Logger:        a.logger.Named("bot_worker"),
 	})
 	if err != nil {
 		return fmt.Errorf("bot workers: %w", err)

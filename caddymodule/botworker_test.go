@@ -17,14 +17,18 @@ func TestBotIsolationOptions(t *testing.T) {
 		name, input string
 		isolation   string
 		memory      int64
+		runs        int
 		err         string
 	}{
-		{"both", "fhirgate {\n\tbot_isolation inprocess\n\tbot_worker_memory 512MiB\n}", "inprocess", 512 << 20, ""},
-		{"decimal size", "fhirgate {\n\tbot_worker_memory 300MB\n}", "", 300_000_000, ""},
-		{"duplicate isolation", "fhirgate {\n\tbot_isolation process\n\tbot_isolation inprocess\n}", "", 0, "bot_isolation already specified, at Testfile:3"},
-		{"isolation without value", "fhirgate {\n\tbot_isolation\n}", "", 0, "wrong argument count"},
-		{"bad size", "fhirgate {\n\tbot_worker_memory lots\n}", "", 0, "invalid bot_worker_memory 'lots'"},
-		{"duplicate size", "fhirgate {\n\tbot_worker_memory 1GB\n\tbot_worker_memory 2GB\n}", "", 0, "bot_worker_memory already specified"},
+		{"both", "fhirgate {\n\tbot_isolation inprocess\n\tbot_worker_memory 512MiB\n}", "inprocess", 512 << 20, 0, ""},
+		{"decimal size", "fhirgate {\n\tbot_worker_memory 300MB\n}", "", 300_000_000, 0, ""},
+		{"runs per worker", "fhirgate {\n\tbot_runs_per_worker 1\n}", "", 0, 1, ""},
+		{"zero runs per worker", "fhirgate {\n\tbot_runs_per_worker 0\n}", "", 0, 0, "invalid bot_runs_per_worker '0': must be a positive integer"},
+		{"duplicate runs per worker", "fhirgate {\n\tbot_runs_per_worker 2\n\tbot_runs_per_worker 3\n}", "", 0, 0, "bot_runs_per_worker already specified"},
+		{"duplicate isolation", "fhirgate {\n\tbot_isolation process\n\tbot_isolation inprocess\n}", "", 0, 0, "bot_isolation already specified, at Testfile:3"},
+		{"isolation without value", "fhirgate {\n\tbot_isolation\n}", "", 0, 0, "wrong argument count"},
+		{"bad size", "fhirgate {\n\tbot_worker_memory lots\n}", "", 0, 0, "invalid bot_worker_memory 'lots'"},
+		{"duplicate size", "fhirgate {\n\tbot_worker_memory 1GB\n\tbot_worker_memory 2GB\n}", "", 0, 0, "bot_worker_memory already specified"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,8 +46,8 @@ func TestBotIsolationOptions(t *testing.T) {
 			if err := json.Unmarshal(v.(httpcaddyfile.App).Value, &app); err != nil {
 				t.Fatal(err)
 			}
-			if app.BotIsolation != tt.isolation || app.BotWorkerMemory != tt.memory {
-				t.Errorf("bot_isolation %q, bot_worker_memory %d", app.BotIsolation, app.BotWorkerMemory)
+			if app.BotIsolation != tt.isolation || app.BotWorkerMemory != tt.memory || app.BotRunsPerWorker != tt.runs {
+				t.Errorf("bot_isolation %q, bot_worker_memory %d, bot_runs_per_worker %d", app.BotIsolation, app.BotWorkerMemory, app.BotRunsPerWorker)
 			}
 		})
 	}

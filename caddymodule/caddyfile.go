@@ -40,6 +40,7 @@ func init() {
 //		bot_queue_timeout  <duration>
 //		bot_isolation      process|inprocess
 //		bot_worker_memory  <size>
+//		bot_runs_per_worker <n>
 //		audit_retention    <duration>
 //		project <id> {
 //			name <display name>
@@ -152,6 +153,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("invalid bot_worker_memory '%s': want a size such as 256MiB or 1GB", arg)
 			}
 			a.BotWorkerMemory = int64(size)
+		case "bot_runs_per_worker":
+			if err := parsePositiveInt(d, &a.BotRunsPerWorker); err != nil {
+				return err
+			}
 		case "project":
 			if err := a.unmarshalProject(d); err != nil {
 				return err

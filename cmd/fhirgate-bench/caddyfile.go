@@ -37,6 +37,7 @@ type caddyConfig struct {
 	respondBody   string // body of the respond site
 	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
 	botMax        int    // fhirgate's bot_max_concurrent; 0 keeps the default
+	botRuns       int    // fhirgate's bot_runs_per_worker; 0 keeps the default
 }
 
 // caddyfile renders the config. Access logs stay off (Caddy's default) so
@@ -56,6 +57,9 @@ func (c caddyConfig) caddyfile() string {
 	}
 	if c.botMax > 0 {
 		w("\t\tbot_max_concurrent %d", c.botMax)
+	}
+	if c.botRuns > 0 {
+		w("\t\tbot_runs_per_worker %d", c.botRuns)
 	}
 	w("\t\tproject %s {", benchProject)
 	w("\t\t\tname %s", benchProject)

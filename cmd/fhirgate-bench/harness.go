@@ -35,6 +35,7 @@ type harness struct {
 	specs      int    // load specs written so far
 	isolation  string // bot_isolation for every instance; "" keeps the default
 	botMax     int    // bot_max_concurrent for every instance; 0 keeps the default
+	botRuns    int    // bot_runs_per_worker for every instance; 0 keeps the default
 	log        io.Writer
 }
 
@@ -330,6 +331,7 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 	cfg := caddyConfig{
 		sites: s, storageDir: storeDir, backend: h.backend.addr, idp: h.idp.addr,
 		declaredUsers: declared, respondBody: echoInput, botIsolation: h.isolation, botMax: h.botMax,
+		botRuns: h.botRuns,
 	}
 	if echoBot {
 		cfg.echoBotSource = filepath.Join(dir, "echo.js")

@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string) int {
 	keep := fs.Bool("keep", false, "keep the temporary directory (Caddyfiles, logs, stores)")
 	isolation := fs.String("bot-isolation", "", "fhirgate bot_isolation for every Caddy: process or inprocess (default: fhirgate's default)")
 	botMax := fs.Int("bot-max-concurrent", 0, "fhirgate bot_max_concurrent for every Caddy (default: fhirgate's default)")
+	botRuns := fs.Int("bot-runs-per-worker", 0, "fhirgate bot_runs_per_worker for every Caddy (default: fhirgate's default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -88,6 +89,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	set.BotIsolation = *isolation
 	set.BotMaxConcurrent = *botMax
+	set.BotRunsPerWorker = *botRuns
 	rep, err := bench(ctx, set, mode, want, *profile, *keep)
 	if rep != nil {
 		if werr := rep.writeTable(os.Stdout); werr != nil {
@@ -164,7 +166,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}()
 	selected := func(id int) bool { return want == nil || slices.Contains(want, id) }
 
-	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, isolation: set.BotIsolation, botMax: set.BotMaxConcurrent, log: os.Stderr}
+	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, isolation: set.BotIsolation, botMax: set.BotMaxConcurrent, botRuns: set.BotRunsPerWorker, log: os.Stderr}
 	var err error
 	if h.root, err = repoRoot(ctx); err != nil {
 		return rep, err

@@ -147,6 +147,9 @@ func (r *report) writeTable(w io.Writer) error {
 	if isolation == "" {
 		isolation = "fhirgate's default"
 	}
+	if n := r.Settings.BotRunsPerWorker; n > 0 {
+		isolation += fmt.Sprintf(", bot_runs_per_worker %d", n)
+	}
 	pairs := "compared loads run A then B"
 	if r.Settings.Rounds > 1 {
 		order := comparisonOrder(r.Settings.Rounds)

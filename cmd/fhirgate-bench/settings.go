@@ -29,6 +29,8 @@ type settings struct {
 	BotIsolation string `json:"bot_isolation,omitempty"`
 	// BotMaxConcurrent is fhirgate's bot_max_concurrent; 0 is its default.
 	BotMaxConcurrent int `json:"bot_max_concurrent,omitempty"`
+	// BotRunsPerWorker is fhirgate's bot_runs_per_worker; 0 is its default.
+	BotRunsPerWorker int `json:"bot_runs_per_worker,omitempty"`
 }
 
 func defaultSettings(short bool) settings {
