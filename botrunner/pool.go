@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,10 +64,9 @@ type PoolOptions struct {
 	// RunsPerWorker is how many runs of one bot a worker may take at once. Runs of different
 	// bots never share a worker, so whatever a bot does to its worker (exhaust its memory, get
 	// stuck in a native call) ends only runs of that same bot; each run still has a fresh
-	// JavaScript runtime of its own. A busy worker takes another run of its bot only when no
-	// worker is idle, so runs spread over idle workers (and CPUs) first. 1 gives every run a
-	// process of its own: the most isolation, at ~28 MiB of memory per concurrent run instead
-	// of per worker. Default: 4.
+	// JavaScript runtime of its own. Runs spread over as many workers as there are CPUs before
+	// they share one. 1 gives every run a process of its own: the most isolation, at ~28 MiB of
+	// memory per concurrent run instead of per worker. Default: 4.
 	RunsPerWorker int
 
 	// KeepWorkers is how many idle workers are kept however long they stay idle. Default:
@@ -96,6 +96,8 @@ type Pool struct {
 	mu         sync.Mutex
 	idle       []*worker // most recently used last
 	busy       map[*worker]struct{}
+	starting   []*starting // workers being started
+	cpus       int         // workers that runs spread over before they share (GOMAXPROCS)
 	closed     bool
 	monitoring bool // the resident-memory monitor runs
 	reaping    bool // a reap is scheduled
@@ -146,6 +148,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 		codes:  newDigestCache(o.ProgramCacheSize),
 		logger: o.Logger,
 		busy:   map[*worker]struct{}{},
+		cpus:   runtime.GOMAXPROCS(0),
 	}, nil
 }
 
@@ -192,41 +195,102 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// get takes a worker for a run of bot: an idle one, else a busy one already running that bot
-// with room for another run, else a new one. The slot the caller holds guarantees the number of
-// workers stays within MaxConcurrent. Runs without a bot id never share a worker.
+// get takes a worker for a run of bot. Until there are as many busy (or starting) workers as
+// CPUs, it takes an idle worker or starts one, so runs spread over the CPUs; after that a run
+// joins the least loaded worker of its bot with room (a starting one too, so a burst of runs
+// does not start a process each), else takes an idle worker, else starts one. Workers beyond
+// those the load keeps busy go idle and are reaped. The slot the caller holds guarantees the
+// number of workers stays within MaxConcurrent. Runs without a bot id never share a worker.
 func (p *Pool) get(ctx context.Context, bot string) (*worker, error) {
+	for {
+		p.mu.Lock()
+		spread := len(p.busy)+len(p.starting) < p.cpus
+		if !spread {
+			if w, st := p.sharable(bot); w != nil {
+				w.runs++
+				p.mu.Unlock()
+				return w, nil
+			} else if st != nil {
+				st.runs++
+				p.mu.Unlock()
+				w, err := p.join(ctx, st)
+				if err != nil && ctx.Err() == nil {
+					continue // its start failed: try again, as if it had never begun
+				}
+				return w, err
+			}
+		}
+		if w := p.takeIdle(bot); w != nil {
+			p.mu.Unlock()
+			return w, nil
+		}
+		st := &starting{bot: bot, runs: 1, done: make(chan struct{})}
+		p.starting = append(p.starting, st)
+		p.mu.Unlock()
+		return p.start(ctx, st)
+	}
+}
+
+// starting is a worker being started for a run of bot; other runs of bot may join it.
+type starting struct {
+	bot  string
+	runs int // runs waiting for it; guarded by p.mu
+	done chan struct{}
+	w    *worker // set, or err, when done is closed
+	err  error
+}
+
+// start starts the worker st stands for, hands it to the runs that joined, and returns it.
+func (p *Pool) start(ctx context.Context, st *starting) (*worker, error) {
+	w, err := p.spawn(ctx)
 	p.mu.Lock()
+	p.starting = slices.DeleteFunc(p.starting, func(s *starting) bool { return s == st })
+	if err == nil {
+		p.markBusy(w, st.bot)
+		w.runs = st.runs
+	}
+	st.w, st.err = w, err
+	close(st.done)
+	p.mu.Unlock()
+	return w, err
+}
+
+// join waits for a starting worker the caller counted itself in. A caller that stops waiting
+// gives its place back once the worker is up.
+func (p *Pool) join(ctx context.Context, st *starting) (*worker, error) {
+	select {
+	case <-st.done:
+		return st.w, st.err
+	case <-ctx.Done():
+		go func() {
+			<-st.done
+			if st.w != nil {
+				p.put(st.w)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// takeIdle takes the most recently used live idle worker for a run of bot, or returns nil.
+// p.mu is held.
+func (p *Pool) takeIdle(bot string) *worker {
 	for len(p.idle) > 0 {
 		w := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if w.alive() {
 			p.markBusy(w, bot)
-			p.mu.Unlock()
-			return w, nil
+			return w
 		}
 	}
-	if w := p.sharedWorker(bot); w != nil {
-		w.runs++
-		p.mu.Unlock()
-		return w, nil
-	}
-	p.mu.Unlock()
-	w, err := p.spawn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	p.markBusy(w, bot)
-	p.mu.Unlock()
-	return w, nil
+	return nil
 }
 
-// sharedWorker is the least loaded live worker running bot with room for one more run, or nil.
-// p.mu is held.
-func (p *Pool) sharedWorker(bot string) *worker {
+// sharable is the least loaded worker of bot with room for one more run: a live busy one, or
+// else one being started. Both are nil when there is none. p.mu is held.
+func (p *Pool) sharable(bot string) (*worker, *starting) {
 	if bot == "" || p.o.RunsPerWorker < 2 {
-		return nil
+		return nil, nil
 	}
 	var best *worker
 	for w := range p.busy {
@@ -234,7 +298,16 @@ func (p *Pool) sharedWorker(bot string) *worker {
 			best = w
 		}
 	}
-	return best
+	if best != nil {
+		return best, nil
+	}
+	var st *starting
+	for _, s := range p.starting {
+		if s.bot == bot && s.runs < p.o.RunsPerWorker && (st == nil || s.runs < st.runs) {
+			st = s
+		}
+	}
+	return nil, st
 }
 
 // markBusy records w as running its first run, of bot, and starts the memory monitor. p.mu is

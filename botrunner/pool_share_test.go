@@ -10,6 +10,14 @@ import (
 
 // Tests of RunsPerWorker: concurrent runs of one bot share a worker; other bots never do.
 
+// newSharingPool is a test pool whose runs share workers as soon as one is busy, whatever the
+// number of CPUs of the machine running the tests.
+func newSharingPool(t *testing.T, o PoolOptions) *Pool {
+	p := newTestPool(t, o)
+	p.cpus = 1
+	return p
+}
+
 // blockedBot is a bot whose runs wait in a medplum call until release is closed, then answer
 // their input's n.
 const blockedBot = `export async function handler(medplum: any, event: any) {
@@ -43,7 +51,7 @@ func workerLoads(p *Pool) map[string][]int {
 }
 
 func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
-	p := newTestPool(t, PoolOptions{RunsPerWorker: 3, Options: Options{MaxConcurrent: 6}})
+	p := newSharingPool(t, PoolOptions{RunsPerWorker: 3, Options: Options{MaxConcurrent: 6}})
 	prog := mustCompile(t, "index.ts", blockedBot)
 	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
 	run := func(bot string, n int) <-chan *Result {
@@ -57,7 +65,7 @@ func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 		spawns int64 // workers started so far
 	}{
 		{"a", 1}, // no worker yet
-		{"a", 1}, // no idle worker: shares a's
+		{"a", 1}, // one worker per CPU is busy: shares a's
 		{"a", 1}, // a's worker now has 3 runs, its limit
 		{"a", 2}, // so a fourth run of a gets a new worker
 		{"b", 3}, // another bot never shares a's workers, even with room in one
@@ -95,8 +103,58 @@ func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 	}
 }
 
+// Runs that arrive together while the first worker starts join it instead of starting one each,
+// and once the CPUs are covered an idle worker is left idle (to be reaped) rather than kept busy.
+func TestPoolBurstJoinsAStartingWorker(t *testing.T) {
+	p := newSharingPool(t, PoolOptions{RunsPerWorker: 4, Options: Options{MaxConcurrent: 8}})
+	prog := mustCompile(t, "index.ts", blockedBot)
+	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
+	run := func(n int) <-chan *Result {
+		return startRun(t, p, Request{BotID: "a", CacheKey: "a", Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, n)), Medplum: client})
+	}
+	var results []<-chan *Result
+	for i := range 6 {
+		results = append(results, run(i))
+	}
+	for range 6 {
+		<-client.entered
+	}
+	if got := p.spawns.Load(); got != 2 {
+		t.Errorf("%d workers started for a burst of 6 runs at 4 per worker, want 2", got)
+	}
+	close(client.release)
+	for i, ch := range results {
+		if res := <-ch; res == nil || string(res.Body) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Errorf("run %d: %+v", i, res)
+		}
+	}
+
+	// Two idle workers; one CPU. Runs now go to one worker while the other stays idle.
+	client = blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
+	results = results[:0]
+	for i := range 3 {
+		results = append(results, startRun(t, p, Request{BotID: "a", CacheKey: "a", Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, i)), Medplum: client}))
+		<-client.entered
+	}
+	p.mu.Lock()
+	idle, busy := len(p.idle), len(p.busy)
+	p.mu.Unlock()
+	if idle != 1 || busy != 1 {
+		t.Errorf("3 runs on one CPU: %d idle and %d busy workers, want 1 and 1", idle, busy)
+	}
+	close(client.release)
+	for _, ch := range results {
+		if res := <-ch; res == nil || res.Outcome != OutcomeSuccess {
+			t.Errorf("run: %+v", res)
+		}
+	}
+	if got := p.spawns.Load(); got != 2 {
+		t.Errorf("%d workers started, want still 2", got)
+	}
+}
+
 func TestPoolWithOneRunPerWorkerNeverShares(t *testing.T) {
-	p := newTestPool(t, PoolOptions{RunsPerWorker: 1, Options: Options{MaxConcurrent: 3}})
+	p := newSharingPool(t, PoolOptions{RunsPerWorker: 1, Options: Options{MaxConcurrent: 3}})
 	prog := mustCompile(t, "index.ts", blockedBot)
 	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
 	var results []<-chan *Result
@@ -133,7 +191,7 @@ func TestPoolSharedWorkerFailureStaysWithItsBot(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newTestPool(t, PoolOptions{RunsPerWorker: 2, WorkerMemory: 128 << 20, Options: Options{MaxConcurrent: 3}})
+			p := newSharingPool(t, PoolOptions{RunsPerWorker: 2, WorkerMemory: 128 << 20, Options: Options{MaxConcurrent: 3}})
 			waiting := mustCompile(t, "index.ts", blockedBot)
 			client := blockingClient{entered: make(chan struct{}, 10), release: make(chan struct{})}
 			var once sync.Once
