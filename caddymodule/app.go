@@ -102,9 +102,10 @@ type App struct {
 	// worker, and every run has a fresh JavaScript runtime; runs of the same
 	// bot that share a worker share its memory cap and its fate: when one
 	// exhausts the memory or is stuck past its deadline, the others answer
-	// 400 too. A busy worker takes another run only when none is idle. 1
-	// gives every run a process of its own, at ~28 MiB per concurrent run.
-	// Default: 4.
+	// 400 too. Runs spread over one worker per CPU first; beyond that a
+	// run joins a worker of its bot with room rather than an idle worker,
+	// which is left to be reaped. 1 gives every run a process of its own,
+	// at ~28 MiB per concurrent run. Default: 4.
 	BotRunsPerWorker int `json:"bot_runs_per_worker,omitempty"`
 
 	// AuditRetention is how long bot AuditEvents are kept. Default: 30 days
