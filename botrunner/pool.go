@@ -132,8 +132,9 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if o.RunsPerWorker == 0 {
 		o.RunsPerWorker = DefaultRunsPerWorker
 	}
+	cpus := runtime.GOMAXPROCS(0)
 	if o.KeepWorkers <= 0 {
-		o.KeepWorkers = runtime.GOMAXPROCS(0)
+		o.KeepWorkers = cpus
 	}
 	o.KeepWorkers = min(o.KeepWorkers, o.MaxConcurrent)
 	if o.IdleTimeout <= 0 {
@@ -148,7 +149,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 		codes:  newDigestCache(o.ProgramCacheSize),
 		logger: o.Logger,
 		busy:   map[*worker]struct{}{},
-		cpus:   runtime.GOMAXPROCS(0),
+		cpus:   cpus,
 	}, nil
 }
 
@@ -246,8 +247,7 @@ func (p *Pool) start(ctx context.Context, st *starting) (*worker, error) {
 	p.mu.Lock()
 	p.starting = slices.DeleteFunc(p.starting, func(s *starting) bool { return s == st })
 	if err == nil {
-		p.markBusy(w, st.bot)
-		w.runs = st.runs
+		p.markBusy(w, st.bot, st.runs)
 	}
 	st.w, st.err = w, err
 	close(st.done)
@@ -279,7 +279,7 @@ func (p *Pool) takeIdle(bot string) *worker {
 		w := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if w.alive() {
-			p.markBusy(w, bot)
+			p.markBusy(w, bot, 1)
 			return w
 		}
 	}
@@ -310,10 +310,9 @@ func (p *Pool) sharable(bot string) (*worker, *starting) {
 	return nil, st
 }
 
-// markBusy records w as running its first run, of bot, and starts the memory monitor. p.mu is
-// held.
-func (p *Pool) markBusy(w *worker, bot string) {
-	w.bot, w.runs = bot, 1
+// markBusy records w as taken by runs runs of bot and starts the memory monitor. p.mu is held.
+func (p *Pool) markBusy(w *worker, bot string, runs int) {
+	w.bot, w.runs = bot, runs
 	p.busy[w] = struct{}{}
 	if !p.monitoring {
 		p.monitoring = true

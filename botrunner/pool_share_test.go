@@ -25,6 +25,19 @@ const blockedBot = `export async function handler(medplum: any, event: any) {
   return { n: event.input.n };
 }`
 
+// runBlocked starts a run of bot with prog (blockedBot) through client, answering {"n":n}.
+func runBlocked(t *testing.T, p *Pool, prog *Program, client blockingClient, bot string, n int) <-chan *Result {
+	t.Helper()
+	return startRun(t, p, Request{BotID: bot, CacheKey: bot, Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, n)), Medplum: client})
+}
+
+// poolCounts is how many workers are idle and busy.
+func poolCounts(p *Pool) (idle, busy int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle), len(p.busy)
+}
+
 // startRun runs req in the background; the result arrives on the returned channel.
 func startRun(t *testing.T, p *Pool, req Request) <-chan *Result {
 	t.Helper()
@@ -53,10 +66,7 @@ func workerLoads(p *Pool) map[string][]int {
 func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 	p := newSharingPool(t, PoolOptions{RunsPerWorker: 3, Options: Options{MaxConcurrent: 6}})
 	prog := mustCompile(t, "index.ts", blockedBot)
-	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
-	run := func(bot string, n int) <-chan *Result {
-		return startRun(t, p, Request{BotID: bot, CacheKey: bot, Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, n)), Medplum: client})
-	}
+	client := newBlockingClient()
 
 	// One at a time, so each run finds the pool as the previous ones left it.
 	var results []<-chan *Result
@@ -72,7 +82,7 @@ func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 		{"a", 3}, // the least loaded of a's workers
 	}
 	for i, s := range steps {
-		results = append(results, run(s.bot, i))
+		results = append(results, runBlocked(t, p, prog, client, s.bot, i))
 		<-client.entered
 		if got := p.spawns.Load(); got != s.spawns {
 			t.Fatalf("after run %d (bot %s): %d workers started, want %d", i, s.bot, got, s.spawns)
@@ -90,10 +100,7 @@ func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 			t.Errorf("run %d: %+v, want %s", i, res, want)
 		}
 	}
-	p.mu.Lock()
-	idle, busy := len(p.idle), len(p.busy)
-	p.mu.Unlock()
-	if idle != 3 || busy != 0 {
+	if idle, busy := poolCounts(p); idle != 3 || busy != 0 {
 		t.Errorf("after the runs: %d idle and %d busy workers, want 3 and 0", idle, busy)
 	}
 	// An idle worker serves any bot: it kept neither bot's identity.
@@ -108,13 +115,10 @@ func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 func TestPoolBurstJoinsAStartingWorker(t *testing.T) {
 	p := newSharingPool(t, PoolOptions{RunsPerWorker: 4, Options: Options{MaxConcurrent: 8}})
 	prog := mustCompile(t, "index.ts", blockedBot)
-	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
-	run := func(n int) <-chan *Result {
-		return startRun(t, p, Request{BotID: "a", CacheKey: "a", Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, n)), Medplum: client})
-	}
+	client := newBlockingClient()
 	var results []<-chan *Result
 	for i := range 6 {
-		results = append(results, run(i))
+		results = append(results, runBlocked(t, p, prog, client, "a", i))
 	}
 	for range 6 {
 		<-client.entered
@@ -130,16 +134,13 @@ func TestPoolBurstJoinsAStartingWorker(t *testing.T) {
 	}
 
 	// Two idle workers; one CPU. Runs now go to one worker while the other stays idle.
-	client = blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
+	client = newBlockingClient()
 	results = results[:0]
 	for i := range 3 {
-		results = append(results, startRun(t, p, Request{BotID: "a", CacheKey: "a", Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, i)), Medplum: client}))
+		results = append(results, runBlocked(t, p, prog, client, "a", i))
 		<-client.entered
 	}
-	p.mu.Lock()
-	idle, busy := len(p.idle), len(p.busy)
-	p.mu.Unlock()
-	if idle != 1 || busy != 1 {
+	if idle, busy := poolCounts(p); idle != 1 || busy != 1 {
 		t.Errorf("3 runs on one CPU: %d idle and %d busy workers, want 1 and 1", idle, busy)
 	}
 	close(client.release)
@@ -156,10 +157,10 @@ func TestPoolBurstJoinsAStartingWorker(t *testing.T) {
 func TestPoolWithOneRunPerWorkerNeverShares(t *testing.T) {
 	p := newSharingPool(t, PoolOptions{RunsPerWorker: 1, Options: Options{MaxConcurrent: 3}})
 	prog := mustCompile(t, "index.ts", blockedBot)
-	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
+	client := newBlockingClient()
 	var results []<-chan *Result
 	for i := range 3 {
-		results = append(results, startRun(t, p, Request{BotID: "a", CacheKey: "a", Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, i)), Medplum: client}))
+		results = append(results, runBlocked(t, p, prog, client, "a", i))
 		<-client.entered
 	}
 	if got := p.spawns.Load(); got != 3 {
@@ -193,7 +194,7 @@ func TestPoolSharedWorkerFailureStaysWithItsBot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newSharingPool(t, PoolOptions{RunsPerWorker: 2, WorkerMemory: 128 << 20, Options: Options{MaxConcurrent: 3}})
 			waiting := mustCompile(t, "index.ts", blockedBot)
-			client := blockingClient{entered: make(chan struct{}, 10), release: make(chan struct{})}
+			client := newBlockingClient()
 			var once sync.Once
 			release := func() { once.Do(func() { close(client.release) }) }
 			defer release()

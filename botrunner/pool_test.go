@@ -292,6 +292,10 @@ type blockingClient struct {
 	release chan struct{}
 }
 
+func newBlockingClient() blockingClient {
+	return blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
+}
+
 func (c blockingClient) Do(ctx context.Context, _, path string, _ url.Values, _ []byte, _ string, _ http.Header) (int, string, []byte, error) {
 	c.entered <- struct{}{}
 	select {
@@ -309,7 +313,7 @@ func TestPoolRunsBotsConcurrently(t *testing.T) {
   const p = await medplum.readResource('Patient', String(event.input.n));
   return { n: event.input.n * 2, id: p.id };
 }`)
-	client := blockingClient{entered: make(chan struct{}, 100), release: make(chan struct{})}
+	client := newBlockingClient()
 	run := func(n string) (*Result, error) {
 		return p.Run(ctxT(t), Request{CacheKey: "double", Code: prog.JS, Event: jsonEvent(t, `{"n":`+n+`}`), Medplum: client})
 	}
@@ -432,7 +436,7 @@ func TestPoolWorkersGetNoSecretsOrFiles(t *testing.T) {
 func TestPoolWorkersStop(t *testing.T) {
 	p := newTestPool(t, PoolOptions{KeepWorkers: 1, IdleTimeout: 50 * time.Millisecond, Options: Options{MaxConcurrent: 3}})
 	prog := mustCompile(t, "index.js", `exports.handler = async (m) => (await m.readResource('Patient', '1')).id`)
-	client := blockingClient{entered: make(chan struct{}, 10), release: make(chan struct{})}
+	client := newBlockingClient()
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Add(1)
