@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 func init() {
@@ -62,6 +65,7 @@ func init() {
 //			bot <name> {
 //				identifier <system|value>...
 //				source <file>
+//				audit_event_trigger always|never|on-error|on-output
 //			}
 //		}
 //	}
@@ -241,6 +245,14 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 				return err
 			}
 			b.Source = relativeToCaddyfile(d, src)
+			return nil
+		case "audit_event_trigger":
+			if err := oneArg(d, &b.AuditEventTrigger); err != nil {
+				return err
+			}
+			if !slices.Contains(store.AuditEventTriggers, b.AuditEventTrigger) {
+				return d.Errf("invalid audit_event_trigger '%s': want one of %s", b.AuditEventTrigger, strings.Join(store.AuditEventTriggers, ", "))
+			}
 			return nil
 		default:
 			return d.Errf("unrecognized bot option '%s'", d.Val())

@@ -30,6 +30,8 @@ func TestGlobalOptionErrorsNameTheLine(t *testing.T) {
 		{"unknown user option", "fhirgate {\n\tproject a {\n\t\tuser x@y.z {\n\t\t\trole admin\n\t\t}\n\t}\n}", "unrecognized user option 'role'"},
 		{"identifier without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tidentifier\n\t\t}\n\t}\n}", "wrong argument count"},
 		{"unknown bot option", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tscript x.js\n\t\t}\n\t}\n}", "unrecognized bot option 'script', at Testfile:4"},
+		{"bad audit_event_trigger", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger sometimes\n\t\t}\n\t}\n}", "invalid audit_event_trigger 'sometimes': want one of always, never, on-error, on-output, at Testfile:4"},
+		{"audit_event_trigger without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger\n\t\t}\n\t}\n}", "wrong argument count"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

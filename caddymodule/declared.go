@@ -81,4 +81,12 @@ type BotConfig struct {
 	// relative path in a Caddyfile is relative to that Caddyfile; in JSON it
 	// is relative to the working directory. Required.
 	Source string `json:"source,omitempty"`
+
+	// AuditEventTrigger says which runs leave an AuditEvent, as Medplum's
+	// `Bot.auditEventTrigger` does: `always` (the default), `never`,
+	// `on-error` (failed runs only) or `on-output` (runs that wrote to the
+	// console). A busy feed that only needs its failures on record saves the
+	// store write of every other run (in fhirgate-bench scenario 3, about a
+	// fifth of a trivial bot's cost).
+	AuditEventTrigger string `json:"audit_event_trigger,omitempty"`
 }

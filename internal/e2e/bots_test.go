@@ -24,6 +24,26 @@ func (s *stack) botID(t *testing.T, project, identifier string) string {
 	return entries[0].(map[string]any)["resource"].(map[string]any)["id"].(string)
 }
 
+// auditEvents polls the admin API for a bot's AuditEvents until done accepts the entries, and
+// returns them; audit entries are written in the background, in batches.
+func (s *stack) auditEvents(t *testing.T, botID string, done func(entries []any) bool) []any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := do(t, "GET", "http://"+s.adminAddr+"/fhirgate/AuditEvent?bot="+botID, "", "")
+		if r.status == 200 {
+			entries, _ := r.json(t)["entry"].([]any)
+			if done(entries) {
+				return entries
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit events for %s: %d %s", botID, r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func TestBotExecuteContentTypes(t *testing.T) {
 	s := startStack(t, "bot_timeout 1s")
 	alice := s.token(t, "alpha-app", "alice-token")
@@ -196,19 +216,28 @@ func TestBotExecuteErrors(t *testing.T) {
 			t.Fatalf("looping bot: %d %s", r.status, r.body)
 		}
 	})
-	t.Run("runs are audited", func(t *testing.T) {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			r := do(t, "GET", "http://"+s.adminAddr+"/fhirgate/AuditEvent?bot="+misbehave, "", "")
-			body := string(r.body)
-			if r.status == 200 && strings.Contains(body, `"outcome":"4"`) && strings.Contains(body, "bot failed on purpose") &&
-				strings.Contains(body, `"outcome":"0"`) && strings.Contains(body, "Practitioner/alice") {
-				return
+	t.Run("audit_event_trigger on-error records failed runs only", func(t *testing.T) {
+		quiet := s.botID(t, "alpha", "https://example.com/bots|quiet")
+		for _, run := range []struct {
+			input  string
+			status int
+		}{{`{}`, 200}, {`{}`, 200}, {`{"what":"throw"}`, 400}} {
+			if r := do(t, "POST", base+quiet+"/$execute", "application/json", run.input, "Authorization", "Bearer "+alice); r.status != run.status {
+				t.Fatalf("run with %s: %d %s", run.input, r.status, r.body)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("audit events for %s: %d %s", misbehave, r.status, body)
-			}
-			time.Sleep(100 * time.Millisecond)
 		}
+		// Audit entries are written in order, so the failure's entry comes after any the
+		// successes could have left.
+		entries := s.auditEvents(t, quiet, func(entries []any) bool { return len(entries) > 0 })
+		if len(entries) != 1 || !strings.Contains(mustJSON(t, entries[0]), "bot failed on purpose") {
+			t.Fatalf("audit events of the on-error bot: %d, want only the failure's: %v", len(entries), entries)
+		}
+	})
+	t.Run("runs are audited", func(t *testing.T) {
+		s.auditEvents(t, misbehave, func(entries []any) bool {
+			all := mustJSON(t, entries)
+			return strings.Contains(all, `"outcome":"4"`) && strings.Contains(all, "bot failed on purpose") &&
+				strings.Contains(all, `"outcome":"0"`) && strings.Contains(all, "Practitioner/alice")
+		})
 	})
 }

@@ -126,6 +126,11 @@ const stackCaddyfile = `{
 				identifier https://example.com/bots|misbehave
 				source {{.Testdata}}/misbehave.js
 			}
+			bot quiet {
+				identifier https://example.com/bots|quiet
+				source {{.Testdata}}/misbehave.js
+				audit_event_trigger on-error
+			}
 			bot fhirclient {
 				identifier https://example.com/bots|fhirclient
 				source {{.Testdata}}/fhirclient.ts

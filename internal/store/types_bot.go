@@ -19,8 +19,7 @@ type Bot struct {
 	Timeout        int         `json:"timeout,omitempty"`
 	SourceCode     *Attachment `json:"sourceCode,omitempty"`
 	ExecutableCode *Attachment `json:"executableCode,omitempty"`
-	// AuditEventTrigger is always (the default when empty), never,
-	// on-error or on-output.
+	// AuditEventTrigger is one of AuditEventTriggers; empty means always.
 	AuditEventTrigger string           `json:"auditEventTrigger,omitempty"`
 	Secret            []ProjectSetting `json:"secret,omitempty"`
 	// MaxConcurrent bounds this bot's simultaneous runs, within the
@@ -28,6 +27,10 @@ type Bot struct {
 	// fhirgate extension (Medplum's Bot has no such field).
 	MaxConcurrent int `json:"maxConcurrent,omitempty"`
 }
+
+// AuditEventTriggers are the values of Bot.AuditEventTrigger, as Medplum
+// names them: every run, no run, failed runs, runs that wrote to the console.
+var AuditEventTriggers = []string{"always", "never", "on-error", "on-output"}
 
 // MaxBotConcurrency is the largest Bot.MaxConcurrent.
 const MaxBotConcurrency = 10000
@@ -77,7 +80,7 @@ func (b *Bot) validate() error {
 		}
 	}
 	if b.AuditEventTrigger != "" {
-		if err := checkEnum("auditEventTrigger", b.AuditEventTrigger, "always", "never", "on-error", "on-output"); err != nil {
+		if err := checkEnum("auditEventTrigger", b.AuditEventTrigger, AuditEventTriggers...); err != nil {
 			return err
 		}
 	}
