@@ -117,7 +117,7 @@ func applyUser(ctx context.Context, st *store.Store, pid, email string, u *UserC
 }
 
 func (a *App) applyBot(ctx context.Context, st *store.Store, pid, name string, b *BotConfig) error {
-	bot := &store.Bot{Name: name}
+	bot := &store.Bot{Name: name, AuditEventTrigger: b.AuditEventTrigger}
 	bot.ID = declaredID("bot", pid, name)
 	bot.Meta.Project = pid
 	for _, ident := range b.Identifiers {
