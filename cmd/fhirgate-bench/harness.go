@@ -240,6 +240,10 @@ const echoInput = `{"active":true,"code":{"coding":[{"code":"8867-4","display":"
 	`"id":"bench-1","note":"a trivial JSON input echoed by the bot","status":"final",` +
 	`"subject":{"reference":"Patient/1"},"valueQuantity":{"code":"/min","system":"http://unitsofmeasure.org","unit":"beats/minute","value":72}}`
 
+// unauditedEcho is the echo bot's name and identifier code when declared
+// with audit_event_trigger never.
+const unauditedEcho = "echo-unaudited"
+
 // echoBotCode is the trivial bot of scenario 3.
 const echoBotCode = "export async function handler(medplum, event) {\n  return event.input;\n}\n"
 
