@@ -133,7 +133,7 @@ func (h *harness) botScenario(ctx context.Context, m *mainInstance) (*scenario, 
 	// with audit_event_trigger never, against its own respond baseline. It runs first, because
 	// part of an audit write's cost comes later (memtable flushes, compaction) and would be
 	// charged to whatever load follows.
-	base0, quiet, err := h.compare(ctx, namedLoad{m.p, "3-respond-2nd", respond.spec},
+	base0, quiet, err := h.compare(ctx, namedLoad{m.p, "3-respond-for-unaudited", respond.spec},
 		namedLoad{m.p, "3-execute-unaudited", h.spec(c, m.executeUnaudited)})
 	if err != nil {
 		return s, err
