@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -308,5 +309,49 @@ func mustDelete(t *testing.T, s *Store, typ, id string) {
 	t.Helper()
 	if err := s.Delete(context.Background(), typ, id); err != nil {
 		t.Fatalf("deleting %s/%s: %v", typ, id, err)
+	}
+}
+
+// TestAuditEventIndexes pins the keys an AuditEvent writes: the indexes its
+// listings read, and no project index (written with every bot run and never
+// read), while other types keep theirs.
+func TestAuditEventIndexes(t *testing.T) {
+	s := newTestStore(t)
+	p := seedProject(t, s, "p")
+	b := seedBot(t, s, p, "b")
+	ev := mustCreate(t, s, &AuditEvent{
+		base:   Base{Meta: Meta{Project: p.ID}},
+		Entity: []AuditEventEntity{{What: Reference{Reference: "Bot/" + b.ID}}},
+	})
+	indexKeys := func(index string) []string {
+		var keys []string
+		err := s.kv.View(context.Background(), func(tx Txn) error {
+			return tx.Scan(indexPrefixKey(index), false, func(k, _ []byte) error {
+				keys = append(keys, string(k))
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	tests := []struct {
+		index string
+		want  []string
+	}{
+		{idxAuditRecorded, []string{string(indexKey(idxAuditRecorded, ev.ID, ev.Recorded))}},
+		{idxAuditBotRecorded, []string{string(indexKey(idxAuditBotRecorded, ev.ID, b.ID, ev.Recorded))}},
+		{projectIndex("AuditEvent"), nil},
+		{projectIndex("Bot"), []string{string(indexKey(projectIndex("Bot"), b.ID, p.ID))}},
+	}
+	for _, tc := range tests {
+		if got := indexKeys(tc.index); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.index, got, tc.want)
+		}
+	}
+	got, err := s.List(context.Background(), "AuditEvent", Filter{Project: p.ID})
+	if err != nil || len(got) != 1 || got[0].Base().ID != ev.ID {
+		t.Fatalf("audit events of the project: %v, %v", got, err)
 	}
 }

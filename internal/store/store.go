@@ -269,11 +269,17 @@ func (w *pendingWrite) apply(tx Txn) error {
 	return tx.Set(recordKey(typ, b.ID), w.data, o.TTL)
 }
 
-// allIndexes returns the type's indexes plus the generic project index.
+// allIndexes returns the type's indexes plus the generic project index,
+// which AuditEvents do without: their listings go through the recorded and
+// bot indexes and filter by project there (lister.run), so the entry would be
+// written with every bot run and never read. Leaving it out takes one of the
+// four keys an AuditEvent wrote (BenchmarkExecute: about 3 µs of CPU per
+// run, a fifth of the audit write). Entries written before are never read
+// either, and expire with their events.
 func allIndexes(r storable) []indexEntry {
 	idx := r.indexes()
 	b := r.Base()
-	if b.Meta.Project != "" {
+	if b.Meta.Project != "" && r.resourceType() != "AuditEvent" {
 		idx = append(idx, indexEntry{key: indexKey(projectIndex(r.resourceType()), b.ID, b.Meta.Project)})
 	}
 	return idx
