@@ -117,6 +117,9 @@ func applyUser(ctx context.Context, st *store.Store, pid, email string, u *UserC
 }
 
 func (a *App) applyBot(ctx context.Context, st *store.Store, pid, name string, b *BotConfig) error {
+	if err := checkAuditEventTrigger(b.AuditEventTrigger); err != nil {
+		return err
+	}
 	bot := &store.Bot{Name: name, AuditEventTrigger: b.AuditEventTrigger}
 	bot.ID = declaredID("bot", pid, name)
 	bot.Meta.Project = pid

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -15,8 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 func init() {
@@ -250,8 +247,11 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 			if err := oneArg(d, &b.AuditEventTrigger); err != nil {
 				return err
 			}
-			if !slices.Contains(store.AuditEventTriggers, b.AuditEventTrigger) {
-				return d.Errf("invalid audit_event_trigger '%s': want one of %s", b.AuditEventTrigger, strings.Join(store.AuditEventTriggers, ", "))
+			if b.AuditEventTrigger == "" {
+				return d.ArgErr()
+			}
+			if err := checkAuditEventTrigger(b.AuditEventTrigger); err != nil {
+				return d.WrapErr(err)
 			}
 			return nil
 		default:

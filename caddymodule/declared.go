@@ -1,6 +1,14 @@
 package caddymodule
 
-import "github.com/caddyserver/caddy/v2"
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+)
 
 // ProjectConfig declares a project and the records inside it. The map key
 // under `projects` is the project's id.
@@ -89,4 +97,13 @@ type BotConfig struct {
 	// store write of every other run (15-32% of a trivial bot run's CPU in
 	// fhirgate-bench scenario 3).
 	AuditEventTrigger string `json:"audit_event_trigger,omitempty"`
+}
+
+// checkAuditEventTrigger refuses a trigger Medplum does not define, naming
+// the config key (the store would name its own field).
+func checkAuditEventTrigger(v string) error {
+	if v != "" && !slices.Contains(store.AuditEventTriggers, v) {
+		return fmt.Errorf("invalid audit_event_trigger '%s': want one of %s", v, strings.Join(store.AuditEventTriggers, ", "))
+	}
+	return nil
 }
