@@ -33,9 +33,6 @@ type harness struct {
 	profileDir string // when set, Caddy CPU profiles are saved here
 	nonce      string // makes this run's subject tokens unique
 	specs      int    // load specs written so far
-	isolation  string // bot_isolation for every instance; "" keeps the default
-	botMax     int    // bot_max_concurrent for every instance; 0 keeps the default
-	botRuns    int    // bot_runs_per_worker for every instance; 0 keeps the default
 	log        io.Writer
 }
 
@@ -334,8 +331,8 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 	}
 	cfg := caddyConfig{
 		sites: s, storageDir: storeDir, backend: h.backend.addr, idp: h.idp.addr,
-		declaredUsers: declared, respondBody: echoInput, botIsolation: h.isolation, botMax: h.botMax,
-		botRuns: h.botRuns,
+		declaredUsers: declared, respondBody: echoInput,
+		botIsolation: h.set.BotIsolation, botMax: h.set.BotMaxConcurrent, botRuns: h.set.BotRunsPerWorker,
 	}
 	if echoBot {
 		cfg.echoBotSource = filepath.Join(dir, "echo.js")

@@ -166,7 +166,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}()
 	selected := func(id int) bool { return want == nil || slices.Contains(want, id) }
 
-	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, isolation: set.BotIsolation, botMax: set.BotMaxConcurrent, botRuns: set.BotRunsPerWorker, log: os.Stderr}
+	h := &harness{set: set, nonce: newNonce(), profileDir: profileDir, log: os.Stderr}
 	var err error
 	if h.root, err = repoRoot(ctx); err != nil {
 		return rep, err
