@@ -31,6 +31,17 @@ func runBlocked(t *testing.T, p *Pool, prog *Program, client blockingClient, bot
 	return startRun(t, p, Request{BotID: bot, CacheKey: bot, Code: prog.JS, Event: jsonEvent(t, fmt.Sprintf(`{"n":%d}`, n)), Medplum: client})
 }
 
+// releaseBlocked lets the blocked runs go on and checks that run i answered {"n":i}.
+func releaseBlocked(t *testing.T, client blockingClient, results []<-chan *Result) {
+	t.Helper()
+	close(client.release)
+	for i, ch := range results {
+		if res, want := <-ch, fmt.Sprintf(`{"n":%d}`, i); res == nil || string(res.Body) != want {
+			t.Errorf("run %d: %+v, want %s", i, res, want)
+		}
+	}
+}
+
 // poolCounts is how many workers are idle and busy.
 func poolCounts(p *Pool) (idle, busy int) {
 	p.mu.Lock()
@@ -93,13 +104,7 @@ func TestPoolSharesWorkersOnlyBetweenRunsOfOneBot(t *testing.T) {
 		t.Errorf("runs per busy worker by bot: %v, want a: 3 and 2, b: 1", loads)
 	}
 
-	close(client.release)
-	for i, ch := range results {
-		res := <-ch
-		if want := fmt.Sprintf(`{"n":%d}`, i); res == nil || string(res.Body) != want {
-			t.Errorf("run %d: %+v, want %s", i, res, want)
-		}
-	}
+	releaseBlocked(t, client, results)
 	if idle, busy := poolCounts(p); idle != 3 || busy != 0 {
 		t.Errorf("after the runs: %d idle and %d busy workers, want 3 and 0", idle, busy)
 	}
@@ -126,12 +131,7 @@ func TestPoolBurstJoinsAStartingWorker(t *testing.T) {
 	if got := p.spawns.Load(); got != 2 {
 		t.Errorf("%d workers started for a burst of 6 runs at 4 per worker, want 2", got)
 	}
-	close(client.release)
-	for i, ch := range results {
-		if res := <-ch; res == nil || string(res.Body) != fmt.Sprintf(`{"n":%d}`, i) {
-			t.Errorf("run %d: %+v", i, res)
-		}
-	}
+	releaseBlocked(t, client, results)
 
 	// Two idle workers; one CPU. Runs now go to one worker while the other stays idle.
 	client = newBlockingClient()
@@ -143,12 +143,7 @@ func TestPoolBurstJoinsAStartingWorker(t *testing.T) {
 	if idle, busy := poolCounts(p); idle != 1 || busy != 1 {
 		t.Errorf("3 runs on one CPU: %d idle and %d busy workers, want 1 and 1", idle, busy)
 	}
-	close(client.release)
-	for _, ch := range results {
-		if res := <-ch; res == nil || res.Outcome != OutcomeSuccess {
-			t.Errorf("run: %+v", res)
-		}
-	}
+	releaseBlocked(t, client, results)
 	if got := p.spawns.Load(); got != 2 {
 		t.Errorf("%d workers started, want still 2", got)
 	}
@@ -166,12 +161,7 @@ func TestPoolWithOneRunPerWorkerNeverShares(t *testing.T) {
 	if got := p.spawns.Load(); got != 3 {
 		t.Errorf("%d workers for 3 concurrent runs, want 3", got)
 	}
-	close(client.release)
-	for _, ch := range results {
-		if res := <-ch; res == nil || res.Outcome != OutcomeSuccess {
-			t.Errorf("run: %+v", res)
-		}
-	}
+	releaseBlocked(t, client, results)
 }
 
 // A bot that brings its worker down takes the runs of that bot sharing the worker with it, and
