@@ -44,8 +44,9 @@ const (
 	InputHL7                   // x-application/hl7-v2+er7: Input.HL7
 )
 
-// Input is a parsed $execute request body: what the bot receives as event.input. Build it with
-// ParseInput; the runner trusts JSON to be valid and HL7 to be non-nil.
+// Input is a $execute request body: what the bot receives as event.input. Build it with
+// ParseInput, or with PrepareInput to have the executor parse it once the run holds a slot; the
+// runner trusts parsed JSON to be valid and HL7 to be non-nil.
 type Input struct {
 	Kind InputKind
 
@@ -64,6 +65,25 @@ type Input struct {
 
 	// HL7 is the parsed message (InputHL7); the bot sees it as Medplum's Hl7Message.
 	HL7 *hl7.Message
+
+	// deferred says the body is not parsed yet: PrepareInput checked only the media type, and
+	// the executor parses body (ParseInput's rules) once the run holds a slot.
+	deferred bool
+	body     []byte
+}
+
+// parseDeferred parses a body PrepareInput left unparsed, in place. The error is an
+// *InputError.
+func (in *Input) parseDeferred() error {
+	if !in.deferred {
+		return nil
+	}
+	parsed, err := parseBody(in.Kind, in.body)
+	if err != nil {
+		return err
+	}
+	*in = parsed
+	return nil
 }
 
 // InputError is a request body the runner refuses. Status is 400 (malformed body) or 415
@@ -108,6 +128,23 @@ func unsupportedInput(format string, args ...any) *InputError {
 // when it is exceeded. For a GET $execute, Medplum's input is the query: pass the raw query with
 // MediaForm.
 func ParseInput(contentType string, body []byte) (Input, error) {
+	in, err := PrepareInput(contentType, body)
+	if err != nil {
+		return Input{}, err
+	}
+	if err := in.parseDeferred(); err != nil {
+		return Input{}, err
+	}
+	return in, nil
+}
+
+// PrepareInput does the part of ParseInput that does not depend on the body's size — the
+// media type and charset checks, with their 415s — and returns an Input that holds body
+// unparsed. Runner and Pool parse it (the rest of ParseInput's rules, whose 400s Run returns
+// as an *InputError) only once the run holds a slot, and a Pool in the worker process: so the
+// gateway builds nothing proportional to a body before the request holds its share, and
+// nothing at all under process isolation. body must not change until the run ends.
+func PrepareInput(contentType string, body []byte) (Input, error) {
 	if strings.TrimSpace(contentType) == "" {
 		if len(body) == 0 {
 			return Input{Kind: InputJSON, JSON: emptyObject}, nil
@@ -125,6 +162,11 @@ func ParseInput(contentType string, body []byte) (Input, error) {
 	if cs, ok := params["charset"]; ok && !isUTF8Charset(cs) {
 		return Input{}, unsupportedInput("unsupported charset '%s': send UTF-8", cs)
 	}
+	return Input{Kind: kind, deferred: true, body: body}, nil
+}
+
+// parseBody parses a body whose media type PrepareInput accepted as kind.
+func parseBody(kind InputKind, body []byte) (Input, error) {
 	if !utf8.Valid(body) {
 		return Input{}, badInput("request body is not valid UTF-8")
 	}

@@ -173,8 +173,14 @@ func (p *Pool) Run(ctx context.Context, req Request) (*Result, error) {
 		p.logger.Error("starting a bot worker", zap.Error(err))
 		return finish(&Result{Outcome: OutcomeError, Message: "bot worker could not be started; see the gateway's log", QueueWait: queueWait}), nil
 	}
-	res := w.run(ctx, &req)
+	res, ierr := w.run(ctx, &req)
 	p.put(w)
+	if ierr != nil {
+		return nil, ierr
+	}
+	if res == nil {
+		return nil, ctx.Err()
+	}
 	res.QueueWait = queueWait
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 		return res, fmt.Errorf("bot run cancelled: %w", ctx.Err())

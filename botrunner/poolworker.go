@@ -313,8 +313,8 @@ func checkWorkerCall(m *doMsg) error {
 }
 
 // run runs req on the worker. It returns nil when the run never started because its context
-// ended first.
-func (w *worker) run(ctx context.Context, req *Request) *Result {
+// ended first, and an *InputError when its input (parsed by the worker) did not parse.
+func (w *worker) run(ctx context.Context, req *Request) (*Result, error) {
 	p := w.p
 	start := time.Now()
 	timeout := req.Timeout
@@ -369,7 +369,7 @@ func (w *worker) run(ctx context.Context, req *Request) *Result {
 				return w.result(r.id, msg)
 			default:
 			}
-			return w.failure(r.id, req, start)
+			return w.failure(r.id, req, start), nil
 		case <-done:
 			done = nil
 			if errors.Is(ctx.Err(), context.Canceled) {
@@ -379,18 +379,21 @@ func (w *worker) run(ctx context.Context, req *Request) *Result {
 	}
 }
 
-// result turns a worker's answer to run id into the run's Result.
-func (w *worker) result(id uint64, m *resultMsg) *Result {
+// result turns a worker's answer to run id into the run's Result, or its input error.
+func (w *worker) result(id uint64, m *resultMsg) (*Result, error) {
 	if m.abandoned {
 		// The bot is stuck in a native call the worker could not interrupt: the run is answered
 		// (as timed out), and the worker, which still burns a CPU on it, goes.
 		w.killFor(id, "the bot was stuck in a native call past its deadline")
 	}
+	if m.inputErr != nil {
+		return nil, m.inputErr
+	}
 	if m.noResult {
-		return nil
+		return nil, nil
 	}
 	res := m.res
-	return &res
+	return &res, nil
 }
 
 // failure is the Result of run id, whose worker died under it.

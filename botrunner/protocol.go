@@ -42,7 +42,7 @@ const (
 
 // protocolVersion is exchanged in init and hello: a gateway upgraded on disk while running
 // starts workers from the new binary, which must not be spoken to in an old dialect.
-const protocolVersion = "fhirgate-bot-worker/1"
+const protocolVersion = "fhirgate-bot-worker/2"
 
 // maxParentFrame bounds frames the worker reads. The parent is trusted; this only turns a
 // corrupted length into an error instead of a huge allocation.

@@ -24,6 +24,16 @@ func fullEvent(t *testing.T) Event {
 	}
 }
 
+// preparedInput is body left unparsed by PrepareInput, as botapi sends it.
+func preparedInput(t *testing.T, contentType, body string) Input {
+	t.Helper()
+	in, err := PrepareInput(contentType, []byte(body))
+	if err != nil || !in.deferred {
+		t.Fatalf("PrepareInput(%q) = %+v, %v", contentType, in, err)
+	}
+	return in
+}
+
 func TestFramesRoundTrip(t *testing.T) {
 	ev := fullEvent(t)
 	tests := []struct {
@@ -36,6 +46,8 @@ func TestFramesRoundTrip(t *testing.T) {
 		{"run with an HL7 event", frameRun, &runMsg{id: 1, timeout: time.Second, deadline: time.Minute, digest: "\x00\xffd", filename: "index.ts", code: "exports.x", hasCode: true, hasMedplum: true, event: ev}, &runMsg{}},
 		{"run with JSON and a form", frameRun, &runMsg{id: 2, event: Event{Input: Input{Kind: InputForm, Form: map[string]string{}}}}, &runMsg{}},
 		{"run with JSON", frameRun, &runMsg{id: 3, event: jsonEvent(t, `{"a":[1]}`)}, &runMsg{}},
+		{"run with an unparsed form", frameRun, &runMsg{id: 3, event: Event{Input: preparedInput(t, MediaForm, "a=1&b=%C3%A9")}}, &runMsg{}},
+		{"result of input that does not parse", frameResult, &resultMsg{id: 4, noResult: true, res: Result{Body: []byte{}}, inputErr: &InputError{Status: 400, Message: "m", Expression: "resourceType"}}, &resultMsg{}},
 		{"result", frameResult, &resultMsg{id: 4, abandoned: true, res: Result{Outcome: OutcomeTimeout, Body: []byte("{}"), ContentType: ContentTypeFHIR, Message: "m", Console: "c\n", ConsoleTruncated: true, Duration: time.Millisecond}}, &resultMsg{}},
 		{"do without a body", frameDo, &doMsg{id: 5, call: 1, method: "GET", path: "Patient", query: "a=1&a=2"}, &doMsg{}},
 		{"do with a body", frameDo, &doMsg{id: 5, call: 2, method: "POST", path: "Patient", body: []byte{}, hasBody: true, contentType: "application/fhir+json", header: http.Header{"If-None-Exist": {"identifier=x"}}}, &doMsg{}},
@@ -54,6 +66,18 @@ func TestFramesRoundTrip(t *testing.T) {
 			}
 			if err := tc.out.decode(&decoder{b: payload}); err != nil {
 				t.Fatal(err)
+			}
+			if r, ok := tc.out.(*runMsg); ok && r.event.Input.deferred {
+				// Bodies travel unparsed (an HL7 message as its text) and are parsed by the
+				// worker's runner: parse both sides to compare.
+				if err := r.event.Input.parseDeferred(); err != nil {
+					t.Fatal(err)
+				}
+				sent := *tc.in.(*runMsg)
+				if err := sent.event.Input.parseDeferred(); err != nil {
+					t.Fatal(err)
+				}
+				tc.in = &sent
 			}
 			if r, ok := tc.out.(*runMsg); ok && r.event.Input.HL7 != nil {
 				// Compare the message by its text: the parsed form holds derived indexes.

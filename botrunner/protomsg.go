@@ -1,12 +1,9 @@
 package botrunner
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"time"
-
-	"github.com/fhirgate/fhirgate/internal/hl7"
 )
 
 // The frames' payloads (see protocol.go for the exchange).
@@ -95,14 +92,21 @@ func encodeEvent(e *encoder, ev *Event) {
 	e.str(ev.ContentType)
 	in := &ev.Input
 	e.uint(uint64(in.Kind))
-	e.bytes(in.JSON)
-	e.str(in.ResourceType)
-	e.str(in.Text)
-	e.stringMap(in.Form)
-	e.bool(in.HL7 != nil)
-	if in.HL7 != nil {
-		// The text Parse was given (framing already stripped) parses to the same message.
+	switch {
+	case in.deferred:
+		e.bool(true)
+		e.bytes(in.body)
+	case in.HL7 != nil:
+		// The text Parse was given (framing already stripped) parses to the same message; the
+		// worker parses it, which is where a message that was not parsed yet is parsed too.
+		e.bool(true)
 		e.str(in.HL7.Raw())
+	default:
+		e.bool(false)
+		e.bytes(in.JSON)
+		e.str(in.ResourceType)
+		e.str(in.Text)
+		e.stringMap(in.Form)
 	}
 	e.uint(uint64(len(ev.Secrets)))
 	for k, s := range ev.Secrets {
@@ -140,18 +144,16 @@ func decodeEvent(d *decoder, ev *Event) error {
 	ev.ContentType = d.str()
 	in := &ev.Input
 	in.Kind = InputKind(d.uint())
-	if b := d.bytes(); len(b) > 0 {
-		in.JSON = b
-	}
-	in.ResourceType = d.str()
-	in.Text = d.str()
-	in.Form = d.stringMap(in.Kind == InputForm)
 	if d.bool() {
-		m, err := hl7.Parse(d.str())
-		if err != nil {
-			return fmt.Errorf("decoding the HL7 input: %w", err)
+		// Parsed by the worker's runner once the run holds its slot there.
+		in.deferred, in.body = true, d.bytes()
+	} else {
+		if b := d.bytes(); len(b) > 0 {
+			in.JSON = b
 		}
-		in.HL7 = m
+		in.ResourceType = d.str()
+		in.Text = d.str()
+		in.Form = d.stringMap(in.Kind == InputForm)
 	}
 	n := d.uint()
 	if n > uint64(len(d.b)) {
@@ -195,6 +197,7 @@ type resultMsg struct {
 	noResult  bool // the run never started: its deadline had passed on arrival
 	abandoned bool // the run did not stop when interrupted; the worker must be replaced
 	res       Result
+	inputErr  *InputError // the run never started: its input did not parse
 }
 
 func (m *resultMsg) encode(e *encoder) {
@@ -209,6 +212,12 @@ func (m *resultMsg) encode(e *encoder) {
 	e.str(r.Console)
 	e.bool(r.ConsoleTruncated)
 	e.int(int64(r.Duration))
+	e.bool(m.inputErr != nil)
+	if m.inputErr != nil {
+		e.uint(uint64(m.inputErr.Status))
+		e.str(m.inputErr.Message)
+		e.str(m.inputErr.Expression)
+	}
 }
 
 func (m *resultMsg) decode(d *decoder) error {
@@ -223,6 +232,9 @@ func (m *resultMsg) decode(d *decoder) error {
 	r.Console = d.str()
 	r.ConsoleTruncated = d.bool()
 	r.Duration = time.Duration(d.int())
+	if d.bool() {
+		m.inputErr = &InputError{Status: int(d.uint()), Message: d.str(), Expression: d.str()}
+	}
 	return d.done()
 }
 

@@ -172,7 +172,8 @@ type Result struct {
 }
 
 // Run runs one bot. The error is for the runner, not the bot: ErrBusy when no slot freed up in
-// QueueTimeout, or the context's error when ctx ended while waiting or running. A bot that fails
+// QueueTimeout, an *InputError when the event's input was left to parse (PrepareInput) and
+// does not parse, or the context's error when ctx ended while waiting or running. A bot that fails
 // in any way is an ordinary Result. When ctx is cancelled during the run, Run returns the
 // interrupted run's Result together with the error, so the caller can still audit it; when ctx's
 // deadline passes during the run, the Result is an OutcomeTimeout and the error is nil.
@@ -183,6 +184,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	queueWait := time.Since(start)
+	if err := req.Event.Input.parseDeferred(); err != nil {
+		release()
+		return nil, err
+	}
 
 	prg, cerr := r.program(&req)
 	if cerr != nil {

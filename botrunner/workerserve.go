@@ -218,10 +218,14 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}
-		res, _ := s.runner.Run(r.ctx, req)
-		if res == nil {
+		res, err := s.runner.Run(r.ctx, req)
+		var ierr *InputError
+		switch {
+		case errors.As(err, &ierr):
+			msg.noResult, msg.inputErr = true, ierr
+		case res == nil:
 			msg.noResult = true
-		} else {
+		default:
 			msg.res, msg.abandoned = *res, res.abandoned
 			s.boundMessage(&msg.res)
 		}

@@ -53,6 +53,8 @@ type API struct {
 	code  *codeCache
 	bots  *botCache
 	jobs  sync.WaitGroup // async runs in flight
+
+	bodies *bodyMemory // request bodies held by runs
 }
 
 // New returns an API. Call Close to flush pending audit events.
@@ -73,7 +75,7 @@ func New(o Options) (*API, error) {
 		o.OnExecute = func(string, time.Duration, time.Duration) {}
 	}
 	o.FHIRBase = strings.TrimSuffix(o.FHIRBase, "/")
-	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache(), bots: newBotCache()}, nil
+	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache(), bots: newBotCache(), bodies: newBodyMemory()}, nil
 }
 
 // Close waits for async runs to finish, then writes the audit events still

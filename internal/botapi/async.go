@@ -34,13 +34,15 @@ func wantsAsync(r *http.Request) bool {
 }
 
 // startJob records an accepted AsyncJob and answers 202 with its status
-// URL; run then does the work and records the outcome.
-func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, run func(ctx context.Context) *botrunner.Result) {
+// URL; run then does the work and records the outcome. It reports whether
+// the job started (false: the job could not be recorded, and the error is
+// answered).
+func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, run func(ctx context.Context) *botrunner.Result) bool {
 	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
 	job.Meta.Project = id.ProjectID
 	if err := a.o.Store.Create(r.Context(), job, store.PutOptions{TTL: jobRetention}); err != nil {
 		a.writeStoreError(w, err)
-		return
+		return false
 	}
 	statusURL := baseURL(r) + a.o.FHIRBase + "/job/" + job.ID + "/status"
 
@@ -65,6 +67,7 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 	out := fhir.NewOutcome(http.StatusAccepted, "Accepted")
 	out.Issue[0].Diagnostics = statusURL
 	fhir.WriteJSON(w, http.StatusAccepted, out)
+	return true
 }
 
 // finishJob records a job's end, retrying on concurrent updates.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -33,10 +32,14 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		return
 	}
 	bot := found.bot
-	input, ierr := a.readInput(r)
+	input, releaseBody, ierr := a.readInput(r)
 	if ierr != nil {
 		fhir.WriteOutcome(w, ierr.Status, ierr.Message, exprs(ierr.Expression)...)
 		return
+	}
+	async := wantsAsync(r)
+	if !async {
+		defer releaseBody()
 	}
 	code, key, err := a.code.executable(ctx, a.o.Store, bot)
 	if errors.Is(err, deploy.ErrNoCode) {
@@ -74,15 +77,29 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 	if be != nil {
 		req.Medplum = medplumClient{api: a, id: id, backend: be, traceID: traceID}
 	}
-	if wantsAsync(r) {
-		a.startJob(w, r, id, func(ctx context.Context) *botrunner.Result {
-			res, _ := a.run(ctx, bot, id, req, traceID, time.Now())
+	if async {
+		accepted := a.startJob(w, r, id, func(ctx context.Context) *botrunner.Result {
+			defer releaseBody()
+			res, err := a.run(ctx, bot, id, req, traceID, time.Now())
+			var ierr *botrunner.InputError
+			if errors.As(err, &ierr) {
+				// Parsed once the run holds a slot, so after the 202: the job fails
+				// with the 400 the synchronous call answers.
+				return &botrunner.Result{Outcome: botrunner.OutcomeError, Message: ierr.Message}
+			}
 			return res
 		})
+		if !accepted {
+			releaseBody()
+		}
 		return
 	}
 	res, err := a.run(ctx, bot, id, req, traceID, started)
+	var badInput *botrunner.InputError
 	switch {
+	case errors.As(err, &badInput):
+		fhir.WriteOutcome(w, badInput.Status, badInput.Message, exprs(badInput.Expression)...)
+		return
 	case errors.Is(err, botrunner.ErrBusy):
 		w.Header().Set("Retry-After", "1")
 		fhir.WriteOutcome(w, http.StatusTooManyRequests, "too many bot runs in progress; retry shortly")
@@ -106,6 +123,10 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 // its caller went away.
 func (a *API) run(ctx context.Context, bot *store.Bot, id *oauth.Identity, req botrunner.Request, traceID string, started time.Time) (*botrunner.Result, error) {
 	res, err := a.o.Runner.Run(ctx, req)
+	var ierr *botrunner.InputError
+	if errors.As(err, &ierr) {
+		return nil, err // no run: nothing to count or audit, as for input refused before the run
+	}
 	if res == nil {
 		outcome := "cancelled"
 		if errors.Is(err, botrunner.ErrBusy) {
@@ -184,23 +205,34 @@ func (a *API) lookupBot(ctx context.Context, id *oauth.Identity, k botCacheKey) 
 	return bot, 0, ""
 }
 
-// readInput parses the request body (POST) or query (GET) into the bot's
-// input, refusing bodies over MaxBody.
-func (a *API) readInput(r *http.Request) (botrunner.Input, *botrunner.InputError) {
+// readInput reads the request body (POST) or query (GET) for the bot's
+// input, refusing bodies over MaxBody and media types the runner does not
+// take. The body is left unparsed (botrunner.PrepareInput): the runner
+// parses it once the run holds a slot — in the worker process under process
+// isolation — so a flood of large bodies costs the gateway their bytes
+// only, never the many times larger parsed form.
+//
+// The body counts as held (bodyMemory) until release is called, once the
+// run has ended.
+func (a *API) readInput(r *http.Request) (in botrunner.Input, release func(), _ *botrunner.InputError) {
+	noop := func() {}
 	if r.Method == http.MethodGet {
-		in, err := botrunner.ParseInput(botrunner.MediaForm, []byte(r.URL.RawQuery))
-		return in, asInputError(err)
+		in, err := botrunner.PrepareInput(botrunner.MediaForm, []byte(r.URL.RawQuery))
+		return in, noop, asInputError(err)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, a.o.MaxBody+1))
+	body, err := readBody(r.Body, r.ContentLength, a.o.MaxBody)
 	if err != nil {
-		return botrunner.Input{}, &botrunner.InputError{Status: http.StatusBadRequest, Message: "reading the request body failed"}
+		return botrunner.Input{}, noop, &botrunner.InputError{Status: http.StatusBadRequest, Message: "reading the request body failed"}
 	}
 	if int64(len(body)) > a.o.MaxBody {
-		return botrunner.Input{}, &botrunner.InputError{Status: http.StatusRequestEntityTooLarge,
+		return botrunner.Input{}, noop, &botrunner.InputError{Status: http.StatusRequestEntityTooLarge,
 			Message: fmt.Sprintf("the request body exceeds the %d-byte limit", a.o.MaxBody)}
 	}
-	in, err := botrunner.ParseInput(r.Header.Get("Content-Type"), body)
-	return in, asInputError(err)
+	in, err = botrunner.PrepareInput(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		return botrunner.Input{}, noop, asInputError(err)
+	}
+	return in, a.bodies.hold(len(body)), nil
 }
 
 func asInputError(err error) *botrunner.InputError {
