@@ -78,6 +78,15 @@ type App struct {
 	// BotQueueTimeout is how long a bot run waits for a free slot. Default: 1s.
 	BotQueueTimeout caddy.Duration `json:"bot_queue_timeout,omitempty"`
 
+	// BotShutdownGrace is how long bot runs may go on when Caddy exits
+	// (SIGTERM, `caddy stop`) before they are stopped. A stopped synchronous
+	// run is answered 400 saying so; a stopped async run's job is marked
+	// failed with the same reason. Neither is run again: a bot with side
+	// effects must not run twice for one request. A config reload never
+	// waits for bots: their runs, async ones included, go on to their end.
+	// Caddy's own `grace_period` still bounds other requests. Default: 10s.
+	BotShutdownGrace caddy.Duration `json:"bot_shutdown_grace,omitempty"`
+
 	// BotIsolation says where bots run: `process` runs bots in worker
 	// processes (this binary's hidden `caddy fhirgate bot-worker`
 	// command), each serving one bot at a time (up to

@@ -38,6 +38,7 @@ func init() {
 //		bot_timeout        <duration>
 //		bot_max_concurrent <n>
 //		bot_queue_timeout  <duration>
+//		bot_shutdown_grace <duration>
 //		bot_isolation      process|inprocess
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
@@ -124,6 +125,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "bot_queue_timeout":
 			if err := parseDuration(d, &a.BotQueueTimeout); err != nil {
+				return err
+			}
+		case "bot_shutdown_grace":
+			if err := parseDuration(d, &a.BotShutdownGrace); err != nil {
 				return err
 			}
 		case "audit_retention":

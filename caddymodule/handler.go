@@ -117,12 +117,23 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		FHIRBase:       fhirBase,
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
+		ShutdownGrace:  time.Duration(app.BotShutdownGrace),
 		Logger:         h.logger,
 		OnExecute:      observeBot,
 	})
 	if err != nil {
 		return err
 	}
+	// Caddy stops the HTTP servers before it cleans up modules and, by
+	// default, waits for every request: the grace must start when the exit
+	// does, not at Cleanup. A reloaded-away config's runs are covered too.
+	go func(bots *botapi.API) {
+		select {
+		case <-processExiting():
+			bots.Shutdown()
+		case <-bots.Done():
+		}
+	}(h.bots)
 
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
@@ -145,9 +156,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return err
 }
 
-// Cleanup writes the bot audit events still queued.
+// Cleanup lets the bot runs of this config go on (a reload) or ends them
+// within bot_shutdown_grace (Caddy is exiting), then writes the audit
+// events still queued.
 func (h *Handler) Cleanup() error {
-	if h.bots != nil {
+	if h.bots == nil {
+		return nil
+	}
+	if caddy.Exiting() {
+		h.bots.Shutdown()
+	} else {
 		h.bots.Close()
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,6 +40,9 @@ type Options struct {
 	// DefaultAuditRetention.
 	AuditRetention time.Duration
 	Logger         *zap.Logger
+	// ShutdownGrace is how long Shutdown lets bot runs finish before it
+	// stops them. Zero means DefaultShutdownGrace.
+	ShutdownGrace time.Duration
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)
@@ -52,12 +54,13 @@ type API struct {
 	audit *auditWriter
 	code  *codeCache
 	bots  *botCache
-	jobs  sync.WaitGroup // async runs in flight
+	life  *lifecycle
 
 	bodies *bodyMemory // request bodies held by runs
 }
 
-// New returns an API. Call Close to flush pending audit events.
+// New returns an API. Call Close (a config reload) or Shutdown (the
+// process's exit) when it is no longer used.
 func New(o Options) (*API, error) {
 	if o.Store == nil || o.Runner == nil {
 		return nil, errors.New("botapi: Store and Runner are required")
@@ -75,14 +78,7 @@ func New(o Options) (*API, error) {
 		o.OnExecute = func(string, time.Duration, time.Duration) {}
 	}
 	o.FHIRBase = strings.TrimSuffix(o.FHIRBase, "/")
-	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache(), bots: newBotCache(), bodies: newBodyMemory()}, nil
-}
-
-// Close waits for async runs to finish, then writes the audit events still
-// queued and stops the writer.
-func (a *API) Close() {
-	a.jobs.Wait()
-	a.audit.close()
+	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache(), bots: newBotCache(), bodies: newBodyMemory(), life: newLifecycle(o.ShutdownGrace)}, nil
 }
 
 // Handler returns the handler for an authenticated request if its path is

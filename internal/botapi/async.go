@@ -47,11 +47,11 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 	statusURL := baseURL(r) + a.o.FHIRBase + "/job/" + job.ID + "/status"
 
 	// The run outlives the request: keep its values (Caddy's per-request
-	// state the backend client needs), drop its cancellation.
-	ctx := context.WithoutCancel(r.Context())
-	a.jobs.Add(1)
+	// state the backend client needs), drop its cancellation; a shutdown
+	// stops it after its grace.
+	ctx, end := a.life.begin(context.WithoutCancel(r.Context()))
 	go func() {
-		defer a.jobs.Done()
+		defer end()
 		defer func() {
 			if p := recover(); p != nil {
 				a.o.Logger.Error("async bot job panicked", zap.String("job", job.ID), zap.Any("panic", p))
@@ -59,6 +59,10 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 			}
 		}()
 		res := run(ctx)
+		if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
+			a.finishJob(job, jobError, outcomeParameter(http.StatusServiceUnavailable, why))
+			return
+		}
 		status, output := jobOutput(res)
 		a.finishJob(job, status, output)
 	}()

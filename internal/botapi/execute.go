@@ -94,8 +94,15 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		}
 		return
 	}
+	ctx, end := a.life.begin(ctx)
+	defer end()
 	res, err := a.run(ctx, bot, id, req, traceID, started)
 	var badInput *botrunner.InputError
+	if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
+		// 400, not 503: a client retries a 5xx, and the bot ran partly.
+		fhir.WriteOutcome(w, http.StatusBadRequest, why)
+		return
+	}
 	switch {
 	case errors.As(err, &badInput):
 		fhir.WriteOutcome(w, badInput.Status, badInput.Message, exprs(badInput.Expression)...)
