@@ -9,13 +9,14 @@
 //	store(prog.JS)                                     // the executable code
 //
 //	r := botrunner.New(botrunner.Options{})            // once
-//	in, err := botrunner.ParseInput(contentType, body)  // *InputError: answer err.Status
+//	in, err := botrunner.PrepareInput(contentType, body) // *InputError: answer err.Status (415)
 //	res, err := r.Run(ctx, botrunner.Request{
 //		CacheKey: botID + "@" + versionID, Code: prog.JS, BotID: botID,
 //		Event:   botrunner.Event{Bot: ..., ContentType: contentType, Input: in, ...},
 //		Medplum: backendClient,                       // serves the handler's medplum argument
 //	})
-//	// err: ErrBusy (answer 429 + Retry-After) or the context's error.
+//	// err: ErrBusy (answer 429 + Retry-After), an *InputError (the body, parsed once the run
+//	// holds its slot, does not parse: answer err.Status), or the context's error.
 //	// res.Outcome success → 200, else 400; write res.ContentType and res.Body either way.
 //
 // # Compiling
@@ -56,12 +57,15 @@
 //
 // The medplum argument offers readResource, readReference, readHistory, readVersion, search,
 // searchOne, searchResources, createResource, createResourceIfNoneExist, updateResource,
-// upsertResource, patchResource, deleteResource, validateResource, executeBatch, and raw get, post,
-// put, patch and delete. Each calls the Request's MedplumClient synchronously, bounded by the
-// run's deadline, and returns a promise that is already settled, so no event loop is needed. A
-// non-2xx answer rejects with an OperationOutcomeError carrying the backend's OperationOutcome
-// (404 without one: "Not found"). executeBot rejects: bots cannot start bots. Without a
-// MedplumClient every call rejects with "no FHIR backend is configured for bots".
+// upsertResource, patchResource, deleteResource, validateResource, executeBatch, executeBot, and
+// raw get, post, put, patch and delete. Each calls the Request's MedplumClient synchronously,
+// bounded by the run's deadline, and returns a promise that is already settled, so no event loop
+// is needed. A non-2xx answer rejects with an OperationOutcomeError carrying the backend's
+// OperationOutcome (404 without one: "Not found"). executeBot is a POST of
+// Bot/{id}/$execute (or Bot/$execute?identifier=) to the MedplumClient, which decides whether
+// and how another bot runs (fhirgate's runs it with the same lookup, limits and audit, within a
+// depth bound). Without a MedplumClient every call rejects with "no FHIR backend is configured
+// for bots".
 //
 // # Limits
 //
