@@ -1,0 +1,55 @@
+package botrunner
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// parseAllocs is how many bytes ParseInput allocates for body.
+func parseAllocs(t *testing.T, contentType, body string) uint64 {
+	t.Helper()
+	b := []byte(body)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	in, err := ParseInput(contentType, b)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatalf("ParseInput(%s): %v", contentType, err)
+	}
+	runtime.KeepAlive(in)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestParsedInputIsAtMostFourTimesTheBody: what parsing a body allocates — in the bot worker,
+// or in the gateway under bot_isolation inprocess once the run holds its slot — stays within
+// four times the body for the shapes that cost a parser the most per byte. (What the bot's
+// engine then builds from it is the bot's memory, bounded by bot_memory.)
+func TestParsedInputIsAtMostFourTimesTheBody(t *testing.T) {
+	const mib = 1 << 20
+	var form strings.Builder
+	// Go refuses more than 10,000 form fields, so a 1 MiB form of many fields has long ones.
+	for i := 0; form.Len() < mib-120; i++ {
+		fmt.Fprintf(&form, "field%05d=%s&", i, strings.Repeat("v", 110))
+	}
+	for _, tc := range []struct {
+		name, contentType, body string
+	}{
+		{"JSON of tiny objects", MediaJSON, "[" + strings.Repeat("{},", mib/3) + "{}]"},
+		{"JSON of tiny arrays, nested", MediaJSON, strings.Repeat(`{"a":[[],[],[],{"b":1}],"c":`, 100) + "1" + strings.Repeat("}", 100)},
+		{"FHIR of many members", MediaFHIR, `{"resourceType":"Patient",` + strings.Repeat(`"a":1,`, mib/6) + `"z":1}`},
+		{"form of many fields", MediaForm, strings.TrimSuffix(form.String(), "&")},
+		{"text", MediaText, strings.Repeat("x", mib)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parseAllocs(t, tc.contentType, tc.body)
+			ratio := float64(got) / float64(len(tc.body))
+			t.Logf("%d bytes of body: %d allocated (%.2f×)", len(tc.body), got, ratio)
+			if ratio > 4 {
+				t.Errorf("parsing %d bytes allocated %d, %.1f× the body; the bound is 4×", len(tc.body), got, ratio)
+			}
+		})
+	}
+}
