@@ -53,3 +53,31 @@ func TestParsedInputIsAtMostFourTimesTheBody(t *testing.T) {
 		})
 	}
 }
+
+// parseSlack is what parsing may allocate beyond 4× the body: the fixed cost of a parse (a
+// map, an error, a message header), which dominates for the small bodies a fuzzer makes.
+const parseSlack = 64 << 10
+
+// FuzzParseInputMemory: whatever the body and Content-Type, parsing allocates at most four
+// times the body (plus a fixed slack), accepted or refused. The seeds include the shapes that
+// cost the most per byte, at sizes where the ratio, not the slack, decides.
+func FuzzParseInputMemory(f *testing.F) {
+	f.Add(MediaHL7, []byte(`MSH|^~\&|A`+strings.Repeat("\rZ", 40_000)))
+	f.Add(MediaHL7, []byte(`MSH|^~\&|A`+"\rPID"+strings.Repeat("|", 80_000)))
+	f.Add(MediaHL7, []byte(`MSH|^~\&|A`+"\rPID|"+strings.Repeat("^~&", 30_000)))
+	f.Add(MediaJSON, []byte("["+strings.Repeat("{},", 30_000)+"{}]"))
+	f.Add(MediaFHIR, []byte(`{"resourceType":"Patient",`+strings.Repeat(`"a":[],`, 20_000)+`"z":1}`))
+	f.Add(MediaForm, []byte(strings.Repeat("a=1&", 9_000)+"b=2"))
+	f.Add(MediaForm, []byte(strings.Repeat("a=1&", 20_000)))
+	f.Add(MediaText, []byte(strings.Repeat("é", 50_000)))
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		in, _ := ParseInput(contentType, body)
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(in)
+		if got, bound := after.TotalAlloc-before.TotalAlloc, 4*uint64(len(body))+parseSlack; got > bound {
+			t.Fatalf("parsing %d bytes of %q allocated %d, over 4× the body plus %d", len(body), contentType, got, parseSlack)
+		}
+	})
+}
