@@ -191,14 +191,32 @@ type usage struct {
 	now     time.Time
 	width   int64 // seconds
 	shard   int
-	charged map[string]int64 // project -> bytes charged in this attempt
-	oldest  map[string]int64 // project -> earliest day charged
-	buckets map[string]int64 // bucket key -> its new value
-	ttls    map[string]time.Duration
+	buckets []chargedBucket // a few at most: linear search beats maps
+}
+
+// chargedBucket is a bucket this transaction adds to.
+type chargedBucket struct {
+	project string
+	day     int64
+	value   int64 // the bucket's new value
+	added   int64 // what this transaction added
+	ttl     time.Duration
+	key     []byte
 }
 
 func (s *Store) newUsage(tx Txn) *usage {
 	return &usage{s: s, tx: tx, now: time.Now(), width: max(int64(s.usageBucket/time.Second), 1), shard: rand.IntN(usageShards)}
+}
+
+// charged is what this transaction has added to a project so far.
+func (u *usage) charged(project string) int64 {
+	var n int64
+	for i := range u.buckets {
+		if u.buckets[i].project == project {
+			n += u.buckets[i].added
+		}
+	}
+	return n
 }
 
 // charge adds n bytes of records expiring after ttl to a project, refusing
@@ -211,7 +229,7 @@ func (u *usage) charge(project string, n int64, ttl time.Duration, quota int64) 
 			pu = *c
 		}
 		u.s.usage.mu.Unlock()
-		if used := pu.total + u.charged[project]; used+n > quota {
+		if used := pu.total + u.charged(project); used+n > quota {
 			qe := &QuotaError{Project: project, Used: used, Limit: quota}
 			if pu.oldest != noExpiryDay && pu.total > 0 {
 				qe.Frees = time.Unix((pu.oldest+1)*u.width, 0)
@@ -223,43 +241,40 @@ func (u *usage) charge(project string, n int64, ttl time.Duration, quota int64) 
 	if ttl > 0 {
 		day = u.now.Add(ttl).Unix() / u.width
 	}
-	key := usageKey(project, day, u.shard)
-	k := string(key)
-	if u.buckets == nil {
-		u.buckets, u.ttls = map[string]int64{}, map[string]time.Duration{}
-		u.charged, u.oldest = map[string]int64{}, map[string]int64{}
+	i := 0
+	for ; i < len(u.buckets); i++ {
+		if u.buckets[i].day == day && u.buckets[i].project == project {
+			break
+		}
 	}
-	if o, ok := u.oldest[project]; !ok || day < o {
-		u.oldest[project] = day
-	}
-	if _, seen := u.buckets[k]; !seen {
-		old, err := u.tx.Get(key)
+	if i == len(u.buckets) {
+		b := chargedBucket{project: project, day: day, key: usageKey(project, day, u.shard)}
+		old, err := u.tx.Get(b.key)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return err
 		default:
-			v, err := strconv.ParseInt(string(old), 10, 64)
-			if err != nil {
-				return fmt.Errorf("reading usage bucket %q: malformed", key)
+			if b.value, err = strconv.ParseInt(string(old), 10, 64); err != nil {
+				return fmt.Errorf("reading usage bucket %q: malformed", b.key)
 			}
-			u.buckets[k] = v
 		}
 		if day != noExpiryDay {
 			// A second past the day's end, so that rounding in the KV never
 			// lets the bucket go before its records.
-			u.ttls[k] = time.Unix((day+1)*u.width+1, 0).Sub(u.now)
+			b.ttl = time.Unix((day+1)*u.width+1, 0).Sub(u.now)
 		}
+		u.buckets = append(u.buckets, b)
 	}
-	u.buckets[k] += n
-	u.charged[project] += n
+	u.buckets[i].value += n
+	u.buckets[i].added += n
 	return nil
 }
 
 // flush writes the buckets charged in this transaction.
 func (u *usage) flush() error {
-	for k, v := range u.buckets {
-		if err := u.tx.Set([]byte(k), strconv.AppendInt(nil, v, 10), u.ttls[k]); err != nil {
+	for _, b := range u.buckets {
+		if err := u.tx.Set(b.key, strconv.AppendInt(nil, b.value, 10), b.ttl); err != nil {
 			return err
 		}
 	}
@@ -269,15 +284,15 @@ func (u *usage) flush() error {
 // committed adds what a committed transaction charged to the cached sums,
 // so this process's own writes count at once.
 func (u *usage) committed() {
-	if u == nil || len(u.charged) == 0 {
+	if u == nil || len(u.buckets) == 0 {
 		return
 	}
 	u.s.usage.mu.Lock()
 	defer u.s.usage.mu.Unlock()
-	for p, n := range u.charged {
-		if pu := u.s.usage.projects[p]; pu != nil {
-			pu.total += n
-			pu.oldest = min(pu.oldest, u.oldest[p])
+	for _, b := range u.buckets {
+		if pu := u.s.usage.projects[b.project]; pu != nil {
+			pu.total += b.added
+			pu.oldest = min(pu.oldest, b.day)
 		}
 	}
 }
