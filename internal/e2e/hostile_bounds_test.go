@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -224,7 +225,7 @@ func TestHostileBoundsFanOut(t *testing.T) {
 func TestHostileBoundsAsyncResult(t *testing.T) {
 	b := startBoundsStack(t, "", "")
 	run := func(n int) map[string]any {
-		r := b.execute(t, "big", `{"n":`+strconvItoa(n)+`}`, "Prefer", "respond-async")
+		r := b.execute(t, "big", fmt.Sprintf(`{"n":%d}`, n), "Prefer", "respond-async")
 		if r.status != 202 || r.header.Get("Content-Location") == "" {
 			t.Fatalf("async run: %d %.300s", r.status, r.body)
 		}
@@ -241,11 +242,6 @@ func TestHostileBoundsAsyncResult(t *testing.T) {
 	if job := run(100 << 10); job["status"] != "completed" {
 		t.Errorf("a 100 KiB async result: job %v", job["status"])
 	}
-}
-
-func strconvItoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // checkBotRecordsRefused runs chatty until its AuditEvents stop being
@@ -304,6 +300,15 @@ func checkBotRecordsRefused(t *testing.T, b *boundsStack, want int, reason, opti
 		t.Errorf("%d runs: %d AuditEvents stored and %d logged; none may be dropped", runsDone, stored, logged)
 	}
 	t.Logf("%d runs: %d AuditEvents stored, %d logged (%s)", runsDone, stored, logged, reason)
+	m := do(t, "GET", "http://"+b.adminAddr+"/metrics", "", "")
+	for _, want := range []string{
+		fmt.Sprintf(`caddy_fhirgate_bot_records_refused_total{reason=%q,record="audit_event"} %d`, reason, logged),
+		fmt.Sprintf(`caddy_fhirgate_bot_records_refused_total{reason=%q,record="async_job"}`, reason),
+	} {
+		if !strings.Contains(string(m.body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	if r := do(t, "POST", b.gateway+"/oauth2/token", "application/x-www-form-urlencoded", exchangeForm("alpha-app", "alice-token")); r.status != 200 {
 		t.Errorf("token exchange with bot records refused: %d %s", r.status, jsonField(r.body, "error"))
 	}
