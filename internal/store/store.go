@@ -55,9 +55,11 @@ type PutOptions struct {
 	TTL time.Duration
 	// ProjectQuota > 0 bounds the bytes of the project's bot records
 	// (AuditEvents and AsyncJobs, record and index keys): a bot record
-	// that would take its project past it fails with a *QuotaError, in
-	// the transaction that would write it. Bot records are accounted
-	// whether or not a quota is given (usage.go).
+	// that would take its project past it fails with a *QuotaError. The
+	// check reads a sum at most a second old plus this process's writes
+	// since (usageCacheTTL says why). Bot records are accounted, in the
+	// transaction that writes them, whether or not a quota is given
+	// (usage.go).
 	ProjectQuota int64
 	// DiskReserve > 0 refuses the write with ErrUnwritable when the
 	// storage has less free space than this many bytes (KVs that

@@ -27,8 +27,8 @@ import (
 // epoch, ten digits, and <shard> spreads concurrent writers (usageShards).
 // A bucket's own TTL ends with its day, so it expires no earlier than
 // every record it counts and at most a day later. A project's usage is the
-// sum of its live buckets: with 30-day AuditEvents and 7-day jobs, at most
-// 31 days of usageShards keys.
+// sum of its live buckets: with the default 30-day AuditEvents and 7-day
+// jobs, at most 31 days of usageShards keys.
 //
 // The count errs on the high side, never the low: records deleted or
 // replaced before they expire (a job is written when accepted and again
