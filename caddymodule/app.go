@@ -121,6 +121,36 @@ type App struct {
 	// (720h).
 	AuditRetention caddy.Duration `json:"audit_retention,omitempty"`
 
+	// BotMaxCallsPerRequest bounds the bot runs one request causes: the
+	// bot it runs plus every bot called from it, however deep or wide,
+	// through `medplum.executeBot` (which is also bounded to 5 deep). A
+	// call past it rejects inside the calling bot with an
+	// OperationOutcomeError naming this limit, which the bot may catch.
+	// Default: 100.
+	BotMaxCallsPerRequest int `json:"bot_max_calls_per_request,omitempty"`
+
+	// BotAsyncResultMax bounds, in bytes, the result an async run
+	// (`Prefer: respond-async`) stores in its job; a larger result fails
+	// the job with an error naming this limit. Default: 1 MiB.
+	BotAsyncResultMax int64 `json:"bot_async_result_max,omitempty"`
+
+	// ProjectBotRecordsMax is each project's quota, in bytes, of bot
+	// records in the store: AuditEvents and async jobs, counted until they
+	// expire. At the quota, async runs answer 429 with Retry-After and
+	// AuditEvents are written to Caddy's log at Warn instead of the store
+	// (counted in `caddy_fhirgate_bot_records_refused_total`). Several
+	// gateways sharing one store may pass it by what they write within a
+	// second. Default: 256 MiB.
+	ProjectBotRecordsMax int64 `json:"project_bot_records_max,omitempty"`
+
+	// BotRecordsDiskReserve is the free space, in bytes, the store's disk
+	// must keep for bot records to be written there; below it they are
+	// refused as at the quota (async runs answer 503). It is larger than
+	// the 16 MiB the store keeps for all writes, so a filling disk refuses
+	// bot records long before sign-ins and token exchanges. Default: 256
+	// MiB.
+	BotRecordsDiskReserve int64 `json:"bot_records_disk_reserve,omitempty"`
+
 	// Projects are declared records, keyed by project id, that are created
 	// or updated in the store every time the config loads (GitOps style).
 	// Unchanged records are left untouched; records removed from the config

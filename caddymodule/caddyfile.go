@@ -43,6 +43,10 @@ func init() {
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
 //		audit_retention    <duration>
+//		bot_max_calls_per_request <n>
+//		bot_async_result_max      <size>
+//		project_bot_records_max   <size>
+//		bot_records_disk_reserve  <size>
 //		project <id> {
 //			name <display name>
 //			client <client_id> {
@@ -161,6 +165,22 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.BotWorkerMemory = int64(size)
 		case "bot_runs_per_worker":
 			if err := parsePositiveInt(d, &a.BotRunsPerWorker); err != nil {
+				return err
+			}
+		case "bot_max_calls_per_request":
+			if err := parsePositiveInt(d, &a.BotMaxCallsPerRequest); err != nil {
+				return err
+			}
+		case "bot_async_result_max":
+			if err := parseSize(d, &a.BotAsyncResultMax, 1<<30); err != nil {
+				return err
+			}
+		case "project_bot_records_max":
+			if err := parseSize(d, &a.ProjectBotRecordsMax, 1<<50); err != nil {
+				return err
+			}
+		case "bot_records_disk_reserve":
+			if err := parseSize(d, &a.BotRecordsDiskReserve, 1<<50); err != nil {
 				return err
 			}
 		case "project":
@@ -479,6 +499,25 @@ func (h *Handler) unmarshalIdentityHeaders(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 	}
+	return nil
+}
+
+// parseSize reads an option's one size argument (1MiB, 256MB, 4096) into
+// dst, between 1 byte and limit.
+func parseSize(d *caddyfile.Dispenser, dst *int64, limit uint64) error {
+	name := d.Val()
+	if *dst != 0 {
+		return d.Errf("%s already specified", name)
+	}
+	var arg string
+	if !d.AllArgs(&arg) {
+		return d.ArgErr()
+	}
+	size, err := humanize.ParseBytes(arg)
+	if err != nil || size == 0 || size > limit {
+		return d.Errf("invalid %s '%s': want a size such as 1MiB or 256MB, at most %s", name, arg, humanize.IBytes(limit))
+	}
+	*dst = int64(size)
 	return nil
 }
 

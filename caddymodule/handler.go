@@ -120,6 +120,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),
 		Logger:         h.logger,
 		OnExecute:      observeBot,
+
+		MaxCallsPerRequest: app.BotMaxCallsPerRequest,
+		AsyncResultMax:     int(app.BotAsyncResultMax),
+		ProjectRecordsMax:  app.ProjectBotRecordsMax,
+		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
+		OnRecordRefused:    observeRecordRefused,
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,13 @@ var (
 		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
 
+	botRecordsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "bot_records_refused_total",
+		Help:      "Bot records the store refused, by record (audit_event: logged instead; async_job: the run refused or the job failed) and reason (quota: the project's project_bot_records_max; disk: bot_records_disk_reserve).",
+	}, []string{"record", "reason"})
+
 	botQueueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "caddy",
 		Subsystem: "fhirgate",
@@ -61,7 +68,7 @@ func registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait} {
+	for _, c := range []prometheus.Collector{tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
@@ -88,4 +95,8 @@ func observeBot(outcome string, run, queueWait time.Duration) {
 		botDuration.Observe(run.Seconds())
 	}
 	botQueueWait.Observe(queueWait.Seconds())
+}
+
+func observeRecordRefused(record, reason string) {
+	botRecordsRefused.WithLabelValues(record, reason).Inc()
 }

@@ -20,6 +20,17 @@ import (
 const (
 	DefaultMaxBody        = 1 << 20
 	DefaultAuditRetention = 30 * 24 * time.Hour
+	// DefaultMaxCallsPerRequest bounds the bot runs of one request.
+	DefaultMaxCallsPerRequest = 100
+	// DefaultAsyncResultMax bounds the result an async job stores.
+	DefaultAsyncResultMax = 1 << 20
+	// DefaultProjectRecordsMax is each project's quota of bot records.
+	DefaultProjectRecordsMax = 256 << 20
+	// DefaultRecordsDiskReserve is the free disk space below which bot
+	// records are refused: far more than the store keeps for itself
+	// (store.OpenBadger's 16 MiB reserve, which is all sign-ins need), so
+	// a filling disk refuses bot records long before sign-ins.
+	DefaultRecordsDiskReserve = 256 << 20
 	// auditTailBytes is how much console output an AuditEvent keeps (the
 	// end, where errors are), as Medplum does.
 	auditTailBytes = 10 << 10
@@ -39,13 +50,33 @@ type Options struct {
 	// AuditRetention is how long AuditEvents are kept. Zero means
 	// DefaultAuditRetention.
 	AuditRetention time.Duration
-	Logger         *zap.Logger
 	// ShutdownGrace is how long Shutdown lets bot runs finish before it
 	// stops them. Zero means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// MaxCallsPerRequest bounds the bot runs one request causes: the bot
+	// it runs plus every bot called, directly or not, through
+	// medplum.executeBot; a call past it rejects in the calling bot. Zero
+	// means DefaultMaxCallsPerRequest.
+	MaxCallsPerRequest int
+	// AsyncResultMax bounds, in bytes, the result an async job stores; a
+	// larger result fails the job. Zero means DefaultAsyncResultMax.
+	AsyncResultMax int
+	// ProjectRecordsMax is each project's quota, in bytes, of bot records
+	// in the store (AuditEvents and async jobs). At the quota, async runs
+	// are refused (429) and AuditEvents are logged instead of stored.
+	// Zero means DefaultProjectRecordsMax.
+	ProjectRecordsMax int64
+	// RecordsDiskReserve is the free space, in bytes, the store's disk
+	// must keep for bot records to be written; below it they are refused
+	// as at the quota. Zero means DefaultRecordsDiskReserve.
+	RecordsDiskReserve uint64
+	Logger             *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)
+	// OnRecordRefused observes a bot record the store refused: record is
+	// "audit_event" or "async_job", reason "quota" or "disk".
+	OnRecordRefused func(record, reason string)
 }
 
 // API answers the bot operations.
@@ -71,15 +102,38 @@ func New(o Options) (*API, error) {
 	if o.AuditRetention <= 0 {
 		o.AuditRetention = DefaultAuditRetention
 	}
+	if o.MaxCallsPerRequest <= 0 {
+		o.MaxCallsPerRequest = DefaultMaxCallsPerRequest
+	}
+	if o.AsyncResultMax <= 0 {
+		o.AsyncResultMax = DefaultAsyncResultMax
+	}
+	if o.ProjectRecordsMax <= 0 {
+		o.ProjectRecordsMax = DefaultProjectRecordsMax
+	}
+	if o.RecordsDiskReserve == 0 {
+		o.RecordsDiskReserve = DefaultRecordsDiskReserve
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.OnRecordRefused == nil {
+		o.OnRecordRefused = func(string, string) {}
 	}
 	if o.OnExecute == nil {
 		o.OnExecute = func(string, time.Duration, time.Duration) {}
 	}
 	o.FHIRBase = strings.TrimSuffix(o.FHIRBase, "/")
-	return &API{o: o, audit: newAuditWriter(o.Store, o.AuditRetention, o.Logger), code: newCodeCache(), bots: newBotCache(), bodies: newBodyMemory(), life: newLifecycle(o.ShutdownGrace)}, nil
+	audit := newAuditWriter(o.Store, o.recordOptions(o.AuditRetention), o.Logger, func(reason string) { o.OnRecordRefused("audit_event", reason) })
+	return &API{o: o, audit: audit, code: newCodeCache(), bots: newBotCache(), bodies: newBodyMemory(), life: newLifecycle(o.ShutdownGrace)}, nil
 }
+
+// recordOptions are the store options of a bot record kept for ttl: the
+// project's quota and the disk reserve.
+func (o *Options) recordOptions(ttl time.Duration) store.PutOptions {
+	return store.PutOptions{TTL: ttl, ProjectQuota: o.ProjectRecordsMax, DiskReserve: o.RecordsDiskReserve}
+}
+
 
 // Handler returns the handler for an authenticated request if its path is
 // one of the operations fhirgate answers itself (bots and async job

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +41,8 @@ func wantsAsync(r *http.Request) bool {
 func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, run func(ctx context.Context) *botrunner.Result) bool {
 	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
 	job.Meta.Project = id.ProjectID
-	if err := a.o.Store.Create(r.Context(), job, store.PutOptions{TTL: jobRetention}); err != nil {
-		a.writeStoreError(w, err)
+	if err := a.o.Store.Create(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
+		a.writeJobRefusal(w, err)
 		return false
 	}
 	statusURL := baseURL(r) + a.o.FHIRBase + "/job/" + job.ID + "/status"
@@ -63,7 +64,7 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 			a.finishJob(job, jobError, outcomeParameter(http.StatusServiceUnavailable, why))
 			return
 		}
-		status, output := jobOutput(res)
+		status, output := jobOutput(res, a.o.AsyncResultMax)
 		a.finishJob(job, status, output)
 	}()
 
@@ -74,26 +75,43 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 	return true
 }
 
-// finishJob records a job's end, retrying on concurrent updates.
+// finishJob records a job's end. A result the store refuses (the project
+// is at its quota of bot records, or the disk at its reserve) fails the
+// job instead, with a short outcome written past the quota, so its poller
+// learns why rather than waiting forever.
 func (a *API) finishJob(job *store.AsyncJob, status string, output map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	job.Status = status
 	job.TransactionTime = store.FormatTime(time.Now())
 	job.Output = output
-	if _, err := a.o.Store.Put(ctx, job, store.PutOptions{TTL: jobRetention}); err != nil {
+	_, err := a.o.Store.Put(ctx, job, a.o.recordOptions(jobRetention))
+	if reason := refusalReason(err); reason != "" {
+		a.o.OnRecordRefused("async_job", reason)
+		a.o.Logger.Warn("async job result refused by the store", zap.String("job", job.ID),
+			zap.String("project", job.Meta.Project), zap.String("reason", reason), zap.Error(err))
+		job.Status = jobError
+		job.Output = outcomeParameter(http.StatusInsufficientStorage, "the job's result was not stored: "+refusalText(err))
+		_, err = a.o.Store.Put(ctx, job, store.PutOptions{TTL: jobRetention})
+	}
+	if err != nil {
 		a.o.Logger.Error("recording async job result", zap.String("job", job.ID), zap.Error(err))
 	}
 }
 
 // jobOutput turns a run's result into Medplum's AsyncJob output: a FHIR
-// Parameters with the response body (or the outcome of a failure).
-func jobOutput(res *botrunner.Result) (string, map[string]any) {
+// Parameters with the response body (or the outcome of a failure). A body
+// over maxResult bytes fails the job.
+func jobOutput(res *botrunner.Result, maxResult int) (string, map[string]any) {
 	if res == nil {
 		return jobError, outcomeParameter(http.StatusTooManyRequests, "too many bot runs in progress; the job was not run")
 	}
 	if res.Outcome != botrunner.OutcomeSuccess {
 		return jobError, outcomeParameter(http.StatusBadRequest, res.Message)
+	}
+	if len(res.Body) > maxResult {
+		return jobError, outcomeParameter(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"the bot's result of %d bytes exceeds the %d-byte limit of an async job's stored result (bot_async_result_max)", len(res.Body), maxResult))
 	}
 	param := map[string]any{"name": "responseBody"}
 	switch {
@@ -114,6 +132,51 @@ func jobOutput(res *botrunner.Result) (string, map[string]any) {
 		param["valueString"] = string(res.Body)
 	}
 	return jobCompleted, map[string]any{"resourceType": "Parameters", "parameter": []any{param}}
+}
+
+// writeJobRefusal answers an async run whose job the store refused: 429
+// with Retry-After when the project is at its quota of bot records (the
+// wait is until its oldest records expire), 503 when the disk is at the
+// reserve kept for sign-ins.
+func (a *API) writeJobRefusal(w http.ResponseWriter, err error) {
+	reason := refusalReason(err)
+	if reason == "" {
+		a.writeStoreError(w, err)
+		return
+	}
+	a.o.OnRecordRefused("async_job", reason)
+	a.o.Logger.Warn("async bot run refused", zap.String("reason", reason), zap.Error(err))
+	status, retry := http.StatusServiceUnavailable, 60*time.Second
+	var qe *store.QuotaError
+	if errors.As(err, &qe) {
+		status, retry = http.StatusTooManyRequests, time.Hour
+		if !qe.Frees.IsZero() {
+			retry = min(max(time.Until(qe.Frees), time.Second), 24*time.Hour)
+		}
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(retry.Round(time.Second)/time.Second)))
+	fhir.WriteOutcome(w, status, refusalText(err))
+}
+
+// refusalReason names why the store refused a bot record: "quota",
+// "disk", or "" for any other error.
+func refusalReason(err error) string {
+	switch {
+	case errors.Is(err, store.ErrQuotaExceeded):
+		return "quota"
+	case errors.Is(err, store.ErrUnwritable):
+		return "disk"
+	}
+	return ""
+}
+
+// refusalText says why to a client, naming the limit.
+func refusalText(err error) string {
+	var qe *store.QuotaError
+	if errors.As(err, &qe) {
+		return fmt.Sprintf("the project's bot records (AuditEvents and async jobs) take %d bytes of its %d-byte quota (project_bot_records_max); they expire with time", qe.Used, qe.Limit)
+	}
+	return "the store's disk is down to the space kept for sign-ins (bot_records_disk_reserve); bot records are refused"
 }
 
 func outcomeParameter(status int, text string) map[string]any {

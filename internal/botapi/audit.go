@@ -2,6 +2,7 @@ package botapi
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,10 +34,15 @@ const auditLinger = 25 * time.Millisecond
 // a few syncs rather than one each. The queue is bounded: when the disk
 // falls behind, record blocks, which slows callers down instead of losing
 // events.
+//
+// An event the store refuses (its project is at its quota of bot records,
+// the disk is down to the reserve, or any other error) is written to the
+// log instead, at Warn, with its fields but without its console output.
 type auditWriter struct {
-	st     *store.Store
-	ttl    time.Duration
-	logger *zap.Logger
+	st        *store.Store
+	put       store.PutOptions
+	logger    *zap.Logger
+	onRefused func(reason string)
 
 	mu     sync.RWMutex // guards closed against record racing close
 	closed bool
@@ -44,8 +50,9 @@ type auditWriter struct {
 	done   chan struct{}
 }
 
-func newAuditWriter(st *store.Store, ttl time.Duration, logger *zap.Logger) *auditWriter {
-	w := &auditWriter{st: st, ttl: ttl, logger: logger, queue: make(chan *store.AuditEvent, 4096), done: make(chan struct{})}
+func newAuditWriter(st *store.Store, put store.PutOptions, logger *zap.Logger, onRefused func(reason string)) *auditWriter {
+	w := &auditWriter{st: st, put: put, logger: logger, onRefused: onRefused,
+		queue: make(chan *store.AuditEvent, 4096), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -111,14 +118,65 @@ func (w *auditWriter) loop() {
 func (w *auditWriter) write(batch []store.Resource) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := w.st.CreateAll(ctx, batch, store.PutOptions{TTL: w.ttl}); err == nil {
+	if err := w.st.CreateAll(ctx, batch, w.put); err == nil {
 		return
 	}
 	for _, ev := range batch {
-		if err := w.st.Create(ctx, ev, store.PutOptions{TTL: w.ttl}); err != nil {
-			w.logger.Error("writing bot audit event", zap.Error(err))
+		if err := w.st.Create(ctx, ev, w.put); err != nil {
+			w.logInstead(ev.(*store.AuditEvent), err)
 		}
 	}
+}
+
+// logInstead writes a refused event to the log: every field but the
+// console output and error message (outcomeDesc), which may carry what
+// the bot handled.
+func (w *auditWriter) logInstead(ev *store.AuditEvent, err error) {
+	reason, level := "error", zap.ErrorLevel
+	switch {
+	case errors.Is(err, store.ErrQuotaExceeded):
+		reason, level = "quota", zap.WarnLevel
+	case errors.Is(err, store.ErrUnwritable):
+		reason, level = "disk", zap.WarnLevel
+	}
+	if reason != "error" {
+		w.onRefused(reason)
+	}
+	ce := w.logger.Check(level, "bot audit event logged instead of stored")
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("reason", reason),
+		zap.Error(err),
+		zap.String("project", ev.Meta.Project),
+		zap.String("type", ev.Type.Code),
+		zap.String("outcome", ev.Outcome),
+	}
+	if len(ev.Entity) > 0 {
+		fields = append(fields, zap.String("bot", ev.Entity[0].What.Reference), zap.String("bot_name", ev.Entity[0].What.Display))
+	}
+	if ev.Period != nil {
+		fields = append(fields, zap.String("period_start", ev.Period.Start), zap.String("period_end", ev.Period.End))
+	}
+	for _, a := range ev.Agent {
+		if a.Requestor {
+			fields = append(fields, zap.String("requester", a.Who.Reference))
+		}
+	}
+	for _, x := range ev.Extension {
+		for _, e := range x.Extension {
+			switch {
+			case e.URL == "traceId":
+				fields = append(fields, zap.String("trace_id", e.ValueID))
+			case e.URL == "durationMs" && e.ValueInteger != nil:
+				fields = append(fields, zap.Int64("duration_ms", *e.ValueInteger))
+			case e.URL == "outcome":
+				fields = append(fields, zap.String("run_outcome", e.ValueCode))
+			}
+		}
+	}
+	ce.Write(fields...)
 }
 
 // auditEntry builds the AuditEvent of a run in Medplum's shape, or nil when

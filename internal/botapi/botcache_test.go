@@ -45,7 +45,7 @@ func newBotFixture(t testing.TB) *botFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		api.Close()
+		api.Shutdown()
 		_ = db.Close()
 	})
 	return &botFixture{api: api, st: st, kv: kv}

@@ -75,7 +75,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
 	if be != nil {
-		req.Medplum = medplumClient{api: a, id: id, backend: be, traceID: traceID}
+		req.Medplum = medplumClient{api: a, id: id, backend: be, traceID: traceID, calls: a.callsOf(ctx)}
 	}
 	if async {
 		accepted := a.startJob(w, r, id, func(ctx context.Context) *botrunner.Result {

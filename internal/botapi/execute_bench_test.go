@@ -70,7 +70,7 @@ func BenchmarkExecute(b *testing.B) {
 	for b.Loop() {
 		run()
 	}
-	api.Close() // writes the queued AuditEvents
+	api.Shutdown() // writes the queued AuditEvents
 	b.StopTimer()
 	b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 }

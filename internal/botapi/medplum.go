@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
@@ -20,6 +21,31 @@ const maxBotDepth = 5
 // depthKey carries how deep in bot-to-bot calls a run is.
 type depthKey struct{}
 
+// callsKey carries the request's callBudget to the runs it causes.
+type callsKey struct{}
+
+// callBudget counts the bot runs of one request: the run the request
+// asked for and every bot-to-bot call below it, however deep or wide (a
+// bot calling itself ten times per level would otherwise make 10^5 runs
+// within the depth bound). The whole tree shares it: it travels in the
+// context, which the runner hands back to the medplum client for calls
+// from worker processes too, so they are counted here, in the gateway.
+type callBudget struct {
+	runs atomic.Int64
+	max  int64
+}
+
+// callsOf returns the budget of the request ctx belongs to, or starts one
+// (for a request's first run, which it counts).
+func (a *API) callsOf(ctx context.Context) *callBudget {
+	if b, ok := ctx.Value(callsKey{}).(*callBudget); ok {
+		return b
+	}
+	b := &callBudget{max: int64(a.o.MaxCallsPerRequest)}
+	b.runs.Store(1)
+	return b
+}
+
 // medplumClient is what a bot's `medplum` argument calls: FHIR requests to
 // the backend behind the gateway, made as the caller and carrying the run's
 // trace id, so the backend's logs tie them to the bot run. Bot operations
@@ -29,6 +55,7 @@ type medplumClient struct {
 	id      *oauth.Identity
 	backend *gateway.Backend
 	traceID string
+	calls   *callBudget
 }
 
 // Do implements botrunner.MedplumClient.
@@ -73,7 +100,13 @@ func (c medplumClient) executeBot(ctx context.Context, botID string, query url.V
 		out := fhir.MarshalOutcome(http.StatusBadRequest, fmt.Sprintf("bots may call bots at most %d deep", maxBotDepth))
 		return http.StatusBadRequest, fhir.ContentType, out, nil
 	}
+	if c.calls.runs.Add(1) > c.calls.max {
+		out := fhir.MarshalOutcome(http.StatusBadRequest, fmt.Sprintf(
+			"bots may run at most %d times per request, counting the bot the request ran and every bot called from it (bot_max_calls_per_request)", c.calls.max))
+		return http.StatusBadRequest, fhir.ContentType, out, nil
+	}
 	ctx = context.WithValue(ctx, depthKey{}, depth+1)
+	ctx = context.WithValue(ctx, callsKey{}, c.calls)
 	target := c.api.o.FHIRBase + "/Bot/$execute"
 	if botID != "" {
 		target = c.api.o.FHIRBase + "/Bot/" + url.PathEscape(botID) + "/$execute"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -76,11 +77,39 @@ type Badger struct {
 	gcEvery, trimEvery   time.Duration
 	gcPasses, trimPasses atomic.Int64
 
+	// FreeSpace's last reading and when it expires (unix nanos).
+	freeMu    sync.Mutex
+	free      uint64
+	freeErr   error
+	freeUntil int64
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ KV = (*Badger)(nil)
+var (
+	_ KV         = (*Badger)(nil)
+	_ FreeSpacer = (*Badger)(nil)
+)
+
+// freeSpaceTTL is how long a FreeSpace reading is reused.
+const freeSpaceTTL = time.Second
+
+// FreeSpace returns the bytes available to unprivileged users on the store
+// directory's filesystem, read at most once a second. An in-memory store
+// reports no limit.
+func (b *Badger) FreeSpace() (uint64, error) {
+	if b.guard == nil {
+		return math.MaxUint64, nil
+	}
+	b.freeMu.Lock()
+	defer b.freeMu.Unlock()
+	if now := time.Now().UnixNano(); now >= b.freeUntil {
+		b.free, b.freeErr = b.guard.freeSpace()
+		b.freeUntil = now + int64(freeSpaceTTL)
+	}
+	return b.free, b.freeErr
+}
 
 // maxUpdateAttempts bounds the retries of a conflicting transaction; beyond
 // it the contention is pathological and the caller gets ErrConflict.

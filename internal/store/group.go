@@ -78,14 +78,11 @@ func (s *Store) commitBatch(batch []*groupedWrite) {
 		return
 	}
 	if len(live) > 1 {
-		err := s.kv.Update(context.Background(), func(tx Txn) error {
-			for _, op := range live {
-				if err := op.w.apply(tx); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		writes := make([]*pendingWrite, len(live))
+		for i, op := range live {
+			writes[i] = op.w
+		}
+		err := s.applyWrites(context.Background(), writes, false)
 		for _, op := range live {
 			s.changes.note(op.w.typ) // before any caller returns
 		}
@@ -97,7 +94,7 @@ func (s *Store) commitBatch(batch []*groupedWrite) {
 		}
 	}
 	for _, op := range live {
-		err := s.kv.Update(op.ctx, op.w.apply)
+		err := s.applyWrites(op.ctx, []*pendingWrite{op.w}, false)
 		s.changes.note(op.w.typ)
 		if err != nil {
 			err = fmt.Errorf("writing %s/%s: %w", op.w.typ, op.w.r.Base().ID, err)

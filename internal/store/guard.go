@@ -110,6 +110,16 @@ func (g *writeGuard) space() error {
 	return nil
 }
 
+// freeSpace returns the bytes free on the directory's filesystem.
+func (g *writeGuard) freeSpace() (uint64, error) {
+	h := g.handle.Load()
+	if h == nil {
+		return 0, fmt.Errorf("%s could not be opened", g.dir)
+	}
+	free, _, err := h.status()
+	return free, err
+}
+
 // probe creates and removes a file, which fails on a read-only or
 // immutable directory.
 func (g *writeGuard) probe() error {

@@ -8,6 +8,7 @@ import "strings"
 //	u/<index>/<v1>[/<v2>...]             -> id of the one resource holding that value (unique index)
 //	i/<index>/<v1>[/<v2>...]/<id>        -> "" (non-unique index; the id is the key's last component)
 //	g/<Type>/<id>                        -> "" (dependency guard, see below)
+//	q/<project>/<day>/<shard>            -> bytes of the project's bot records expiring that day (usage.go)
 //
 // Index values are escaped with escapeComponent ('%', '/' and '|' become %25,
 // %2F and %7C), so a value containing a separator can never collide with

@@ -26,6 +26,10 @@ type Store struct {
 	now     func() time.Time
 	group   groupCommit
 	changes changeCounters
+	usage   usageCache
+	// usageBucket is the width of a bot-record usage bucket (usage.go);
+	// tests shorten it.
+	usageBucket time.Duration
 }
 
 // New returns a Store on kv.
@@ -34,7 +38,7 @@ func New(kv KV, o Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{kv: kv, now: now, changes: newChangeCounters()}
+	return &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket}
 }
 
 // KV returns the underlying key-value store.
@@ -49,6 +53,19 @@ type PutOptions struct {
 	// TTL > 0 makes the resource and its index entries expire together.
 	// Only Login, AuditEvent and AsyncJob accept a TTL.
 	TTL time.Duration
+	// ProjectQuota > 0 bounds the bytes of the project's bot records
+	// (AuditEvents and AsyncJobs, record and index keys): a bot record
+	// that would take its project past it fails with a *QuotaError. The
+	// check reads a sum at most a second old plus this process's writes
+	// since (usageCacheTTL says why). Bot records are accounted, in the
+	// transaction that writes them, whether or not a quota is given
+	// (usage.go).
+	ProjectQuota int64
+	// DiskReserve > 0 refuses the write with ErrUnwritable when the
+	// storage has less free space than this many bytes (KVs that
+	// implement FreeSpacer only). Writers of bulk records pass a larger
+	// reserve than sign-ins, so a filling disk refuses them first.
+	DiskReserve uint64
 }
 
 // Create stores r as a new resource. It always assigns a new UUID id
@@ -65,7 +82,11 @@ func (s *Store) Create(ctx context.Context, r Resource, o PutOptions) error {
 	saved := *b
 	b.ID = newID()
 	o.IfMatch = ""
-	w, err := s.prepare(res, o, false)
+	err = s.checkDiskReserve(o.DiskReserve)
+	var w *pendingWrite
+	if err == nil {
+		w, err = s.prepare(res, o, false)
+	}
 	if err == nil {
 		err = s.commitGrouped(ctx, w)
 	}
@@ -100,11 +121,14 @@ func (s *Store) Put(ctx context.Context, r Resource, o PutOptions) (created bool
 
 // write stamps, validates and stores r with its indexes in one transaction.
 func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace bool) (bool, error) {
+	if err := s.checkDiskReserve(o.DiskReserve); err != nil {
+		return false, err
+	}
 	w, err := s.prepare(r, o, replace)
 	if err != nil {
 		return false, err
 	}
-	err = s.kv.Update(ctx, w.apply)
+	err = s.applyWrites(ctx, []*pendingWrite{w}, false)
 	s.changes.note(w.typ)
 	if err != nil {
 		return false, fmt.Errorf("writing %s/%s: %w", w.typ, r.Base().ID, err)
@@ -118,6 +142,9 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 // On error the resources are left as they were.
 func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) error {
 	o.IfMatch = ""
+	if err := s.checkDiskReserve(o.DiskReserve); err != nil {
+		return err
+	}
 	saved := make([]Base, len(rs))
 	restore := func() {
 		for i, r := range rs {
@@ -138,14 +165,7 @@ func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) erro
 			return err
 		}
 	}
-	err := s.kv.Update(ctx, func(tx Txn) error {
-		for _, w := range writes {
-			if err := w.apply(tx); err != nil {
-				return fmt.Errorf("%s/%s: %w", w.typ, w.r.Base().ID, err)
-			}
-		}
-		return nil
-	})
+	err := s.applyWrites(ctx, writes, true)
 	for _, w := range writes {
 		s.changes.note(w.typ)
 	}
@@ -154,6 +174,31 @@ func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) erro
 		return fmt.Errorf("writing %d resources: %w", len(rs), err)
 	}
 	return nil
+}
+
+// applyWrites applies writes in one transaction, with the accounting of
+// their bot records; named says to name the failing write in the error.
+func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named bool) error {
+	if err := s.refreshUsage(ctx, writes...); err != nil {
+		return err
+	}
+	var u *usage
+	err := s.kv.Update(ctx, func(tx Txn) error {
+		u = s.newUsage(tx)
+		for _, w := range writes {
+			if err := w.apply(tx, u); err != nil {
+				if named {
+					return fmt.Errorf("%s/%s: %w", w.typ, w.r.Base().ID, err)
+				}
+				return err
+			}
+		}
+		return u.flush()
+	})
+	if err == nil {
+		u.committed()
+	}
+	return err
 }
 
 // pendingWrite is a stamped, validated and encoded resource, ready to be
@@ -167,7 +212,8 @@ type pendingWrite struct {
 	newIdx  []indexEntry
 	refs    []mustExist
 	ifMatch string
-	created bool // set by apply
+	size    int64 // bytes of the record and its keys, for bot-record usage
+	created bool  // set by apply
 }
 
 // prepare stamps and validates r and encodes it, outside any transaction.
@@ -195,15 +241,23 @@ func (s *Store) prepare(r storable, o PutOptions, replace bool) (*pendingWrite, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", typ, err)
 	}
-	return &pendingWrite{
+	w := &pendingWrite{
 		r: r, typ: typ, o: o, replace: replace, data: data,
 		newIdx: allIndexes(r), refs: r.references(), ifMatch: normalizeIfMatch(o.IfMatch),
-	}, nil
+	}
+	if isBotRecord(typ) {
+		w.size = int64(len(data) + len(recordKey(typ, b.ID)))
+		for _, e := range w.newIdx {
+			w.size += int64(len(e.key))
+		}
+	}
+	return w, nil
 }
 
 // apply stores the record and its indexes in tx, checking references,
-// unique indexes and the expected version.
-func (w *pendingWrite) apply(tx Txn) error {
+// unique indexes and the expected version, and charges a bot record to its
+// project's usage in u (which the caller flushes).
+func (w *pendingWrite) apply(tx Txn, u *usage) error {
 	typ, b, o := w.typ, w.r.Base(), w.o
 	w.created = true
 	var oldIdx []indexEntry
@@ -248,6 +302,11 @@ func (w *pendingWrite) apply(tx Txn) error {
 			return err
 		case string(holder) != b.ID:
 			return fmt.Errorf("%w: %s already exists", ErrConflict, e.what)
+		}
+	}
+	if w.size > 0 && b.Meta.Project != "" {
+		if err := u.charge(b.Meta.Project, w.size, o.TTL, o.ProjectQuota); err != nil {
+			return err
 		}
 	}
 	for _, e := range oldIdx {
