@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -24,7 +25,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, typ string) {
 		return
 	}
 	w.Header().Set("Location", Prefix+typ+"/"+res.Base().ID)
-	fhir.WriteResource(w, http.StatusCreated, res)
+	fhirstore.WriteResource(w, http.StatusCreated, res)
 }
 
 func (h *Handler) put(w http.ResponseWriter, r *http.Request, typ, id string) {
@@ -52,7 +53,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, typ, id string) {
 		status = http.StatusCreated
 		w.Header().Set("Location", Prefix+typ+"/"+id)
 	}
-	fhir.WriteResource(w, status, res)
+	fhirstore.WriteResource(w, status, res)
 }
 
 func (h *Handler) read(w http.ResponseWriter, r *http.Request, typ, id string) {
@@ -65,7 +66,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, typ, id string) {
 		writeStoreError(w, err)
 		return
 	}
-	fhir.WriteResource(w, http.StatusOK, res)
+	fhirstore.WriteResource(w, http.StatusOK, res)
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, typ, id string) {
@@ -120,7 +121,7 @@ func parseETag(v string) string {
 // writeStoreError turns a store error into the matching OperationOutcome.
 // The admin API is the operator's: an unexpected error is shown in full.
 func writeStoreError(w http.ResponseWriter, err error) {
-	status, text, field := fhir.StoreError(err)
+	status, text, field := fhirstore.ErrorStatus(err)
 	if status == http.StatusInternalServerError {
 		text = "store error: " + err.Error()
 	}

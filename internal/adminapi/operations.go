@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 )
 
 // StatusError is an error that knows the HTTP status it should be answered
@@ -59,7 +60,7 @@ func (h *Handler) serveDeploy(w http.ResponseWriter, r *http.Request, botID stri
 		writeStoreError(w, err)
 		return
 	}
-	fhir.WriteResource(w, http.StatusOK, bot)
+	fhirstore.WriteResource(w, http.StatusOK, bot)
 }
 
 func (h *Handler) serveRotate(w http.ResponseWriter, r *http.Request) {

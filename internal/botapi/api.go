@@ -134,7 +134,6 @@ func (o *Options) recordOptions(ttl time.Duration) store.PutOptions {
 	return store.PutOptions{TTL: ttl, ProjectQuota: o.ProjectRecordsMax, DiskReserve: o.RecordsDiskReserve}
 }
 
-
 // Handler returns the handler for an authenticated request if its path is
 // one of the operations fhirgate answers itself (bots and async job
 // status), or nil to let the request go on to the backend.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -45,7 +46,7 @@ func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Ide
 			return
 		}
 		w.Header().Set("Location", a.o.FHIRBase+"/Bot/"+bot.ID)
-		fhir.WriteResource(w, http.StatusCreated, bot)
+		fhirstore.WriteResource(w, http.StatusCreated, bot)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "use GET to search bots or POST to create one")
@@ -60,7 +61,7 @@ func (a *API) serveBot(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 	}
 	switch r.Method {
 	case http.MethodGet:
-		fhir.WriteResource(w, http.StatusOK, existing)
+		fhirstore.WriteResource(w, http.StatusOK, existing)
 	case http.MethodPut:
 		bot, ok := a.readBot(w, r)
 		if !ok {
@@ -79,7 +80,7 @@ func (a *API) serveBot(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 			a.writeStoreError(w, err)
 			return
 		}
-		fhir.WriteResource(w, http.StatusOK, bot)
+		fhirstore.WriteResource(w, http.StatusOK, bot)
 	case http.MethodDelete:
 		if err := a.o.Store.Delete(r.Context(), "Bot", botID); err != nil {
 			a.writeStoreError(w, err)
@@ -237,7 +238,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // writeStoreError maps a store error to an OperationOutcome; unexpected
 // errors are logged, not shown.
 func (a *API) writeStoreError(w http.ResponseWriter, err error) {
-	status, text, field := fhir.StoreError(err)
+	status, text, field := fhirstore.ErrorStatus(err)
 	if status == http.StatusInternalServerError {
 		a.o.Logger.Error("bot store operation", zap.Error(err))
 	}
