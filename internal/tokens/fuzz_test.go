@@ -41,12 +41,11 @@ func issueFuzzTokens(t *testing.T, e *env) *fuzzTokens {
 	}
 }
 
-
 // FuzzVerify verifies arbitrary strings as each kind of token. It must never
 // panic, must refuse everything with an *Error, and may accept only what the
-// service itself signed as that kind, exactly as it was issued. Placeholders become a
-// live service's tokens and their parts, so mutations start from real
-// tokens: {access} {refresh} {id} {kid}, and {ah} {ap} {as} (header, payload,
+// service itself signed as that kind, exactly as it was issued. Placeholders
+// become a live service's tokens and their parts, so mutations start from
+// real tokens: {access} {refresh} {id} {kid}, and {ah} {ap} {as} (header, payload,
 // signature of the access token, {ax} its other ECDSA spelling; r… and i…
 // for the others). Seeds:
 // testdata/fuzz/FuzzVerify and below.
