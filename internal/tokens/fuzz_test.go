@@ -45,10 +45,9 @@ func issueFuzzTokens(t *testing.T, e *env) *fuzzTokens {
 // panic, must refuse everything with an *Error, and may accept only what the
 // service itself signed as that kind, exactly as it was issued. Placeholders
 // become a live service's tokens and their parts, so mutations start from
-// real tokens: {access} {refresh} {id} {kid}, and {ah} {ap} {as} (header, payload,
-// signature of the access token, {ax} its other ECDSA spelling; r… and i…
-// for the others). Seeds:
-// testdata/fuzz/FuzzVerify and below.
+// real tokens: {access} {refresh} {id} {kid}, and {ah} {ap} {as} (header,
+// payload, signature of the access token, {ax} its other ECDSA spelling; r…
+// and i… for the others). Seeds: testdata/fuzz/FuzzVerify and below.
 func FuzzVerify(f *testing.F) {
 	for _, s := range []struct {
 		tok  string
