@@ -107,6 +107,8 @@ func (a *App) adminHandler() http.Handler {
 			if err != nil {
 				return err
 			}
+			// A backup from an older release brings its email index back.
+			migrateEmailIndex(st, a.logger)
 			a.logger.Info("store restored from backup")
 			return nil
 		},

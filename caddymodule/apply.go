@@ -90,7 +90,7 @@ func applyUser(ctx context.Context, st *store.Store, pid, email string, u *UserC
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		user = &store.User{Email: email}
-		user.ID = declaredID("user", strings.ToLower(email))
+		user.ID = declaredID("user", store.NormalizeEmail(email))
 		if _, err := st.Put(ctx, user, store.PutOptions{}); err != nil {
 			return err
 		}

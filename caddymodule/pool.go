@@ -61,12 +61,27 @@ func openStore(dir string, logger *zap.Logger) (*storeHandle, error) {
 		if n > 0 {
 			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
 		}
+		migrateEmailIndex(st, logger)
 		return &storeHandle{db: db, store: st}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return val.(*storeHandle), nil
+}
+
+// migrateEmailIndex moves email index entries written by older releases
+// (Unicode lower-casing) to the ASCII-only form. A failure is logged, not
+// fatal: lookups verify the address, so an unmigrated entry folds nobody
+// onto anybody; it only leaves that user unfindable by email.
+func migrateEmailIndex(st *store.Store, logger *zap.Logger) {
+	n, err := st.MigrateEmailIndex(context.Background())
+	if n > 0 {
+		logger.Info("email index entries migrated to ASCII-only case folding", zap.Int("users", n))
+	}
+	if err != nil {
+		logger.Warn("migrating the email index", zap.Error(err))
+	}
 }
 
 // releaseStore drops this config's use of the store for dir.

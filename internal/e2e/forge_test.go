@@ -83,7 +83,9 @@ func jwtParts(t *testing.T, tok string) (header, claims map[string]any) {
 	return header, claims
 }
 
-// signES256 signs header.claims with an EC key, as fhirgate does.
+// signES256 signs header.claims with an EC key, as fhirgate does: low-S,
+// so that a forged token with the low_s header marker is refused for what
+// the test changed, not for its signature's spelling.
 func signES256(t *testing.T, priv *ecdsa.PrivateKey, header, claims any) string {
 	t.Helper()
 	input := b64JSON(t, header) + "." + b64JSON(t, claims)
@@ -91,6 +93,9 @@ func signES256(t *testing.T, priv *ecdsa.PrivateKey, header, claims any) string 
 	r, s, err := ecdsa.Sign(rand.Reader, priv, digest[:])
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.Cmp(p256HalfN) > 0 {
+		s.Sub(elliptic.P256().Params().N, s)
 	}
 	sig := make([]byte, 64)
 	r.FillBytes(sig[:32])

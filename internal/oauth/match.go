@@ -10,9 +10,10 @@ import (
 )
 
 // match finds the person the identity provider vouched for, inside the
-// client's project only: by email (case-insensitively; the provider must
-// have returned one and not said it is unverified), or with use-subject by
-// the provider's sub against ProjectMembership.externalId.
+// client's project only: by email (exactly after ASCII-only lower-casing,
+// store.NormalizeEmail, so no Unicode look-alike folds onto an address; the
+// provider must have returned one and not said it is unverified), or with
+// use-subject by the provider's sub against ProjectMembership.externalId.
 func (s *Server) match(ctx context.Context, client *store.ClientApplication, info *userinfo.Info, membershipID string) (*store.User, *store.ProjectMembership, *Error) {
 	project := client.Meta.Project
 	idp := client.IdentityProvider

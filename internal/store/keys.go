@@ -17,9 +17,9 @@ import "strings"
 // validated against [A-Za-z0-9\-.]{1,64}. Escaping keeps byte order for values
 // without those characters, which the time-ordered audit index relies on.
 //
-// Indexes (values lower-cased where noted):
+// Indexes (values normalized where noted):
 //
-//	u/User.email/<email, lower-cased>
+//	u/User.email/<email, NormalizeEmail: ASCII letters lower-cased>
 //	u/ProjectMembership.externalId/<project>/<externalId>
 //	u/Bot.identifier/<project>/<system>/<value>
 //	i/<Type>.project/<project>/<id>                  every type with meta.project

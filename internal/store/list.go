@@ -21,7 +21,8 @@ type Filter struct {
 	// Name matches a case-insensitive prefix of name (Project,
 	// ClientApplication, Bot).
 	Name string
-	// Email matches a User's email, case-insensitively.
+	// Email matches a User's email after [NormalizeEmail] (ASCII letters
+	// case-insensitively, everything else exactly).
 	Email string
 	// Identifier matches a Bot identifier: "system|value", "|value" (no
 	// system) or "value" (any system).
@@ -93,7 +94,9 @@ func (l *lister) run() error {
 	f := l.f
 	switch {
 	case l.typ == "User" && f.Email != "":
-		return l.point(uniqueKey(idxUserEmail, normalizeEmail(f.Email)))
+		// matches rechecks the address: an entry written by an older
+		// release may point at a user whose address only Unicode-folds to it.
+		return l.point(uniqueKey(idxUserEmail, NormalizeEmail(f.Email)))
 	case l.typ == "Bot" && f.Identifier != "" && f.Project != "":
 		system, value, anySystem := parseIdentifierFilter(f.Identifier)
 		if !anySystem {
@@ -180,7 +183,7 @@ func matches(r storable, f Filter) bool {
 	case *Bot:
 		return hasPrefixFold(r.Name, f.Name) && (f.Identifier == "" || botHasIdentifier(r, f.Identifier))
 	case *User:
-		return f.Email == "" || strings.EqualFold(r.Email, f.Email)
+		return f.Email == "" || sameEmail(r.Email, f.Email)
 	case *ProjectMembership:
 		return f.User == "" || r.UserID() == f.User
 	case *Login:

@@ -9,14 +9,19 @@ import (
 // The lookups below serve the token and bot hot paths: each is a point read
 // of an index key plus record reads, never a scan of a type.
 
-// UserByEmail returns the user with the given email (case-insensitive), or
-// ErrNotFound.
+// UserByEmail returns the user with the given email (compared after
+// [NormalizeEmail]), or ErrNotFound.
 func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
 	var u *User
 	err := s.kv.View(ctx, func(tx Txn) error {
-		r, err := readByUnique(tx, "User", uniqueKey(idxUserEmail, normalizeEmail(email)))
+		r, err := readByUnique(tx, "User", uniqueKey(idxUserEmail, NormalizeEmail(email)))
 		if err != nil {
 			return err
+		}
+		// An entry written by an older release (see MigrateEmailIndex) may
+		// point at a user whose address only Unicode-folds to this one.
+		if !sameEmail(r.(*User).Email, email) {
+			return ErrNotFound
 		}
 		u = r.(*User)
 		return nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -86,7 +85,8 @@ func (c *ClientApplication) references() []mustExist {
 	return []mustExist{{"meta.project", "Project", c.Meta.Project}}
 }
 
-// User is a server-wide user account, unique by email (case-insensitive).
+// User is a server-wide user account, unique by email (compared after
+// [NormalizeEmail]: ASCII letters case-insensitively, all else exactly).
 type User struct {
 	base
 	Email     string `json:"email"`
@@ -111,13 +111,11 @@ func (u *User) validate() error {
 
 func (u *User) indexes() []indexEntry {
 	return []indexEntry{{
-		key:    uniqueKey(idxUserEmail, normalizeEmail(u.Email)),
+		key:    uniqueKey(idxUserEmail, NormalizeEmail(u.Email)),
 		unique: true,
 		what:   fmt.Sprintf("a User with email %q", u.Email),
 	}}
 }
-
-func normalizeEmail(email string) string { return strings.ToLower(email) }
 
 // ProjectMembership grants a user (with a profile) access to a project.
 type ProjectMembership struct {

@@ -8,9 +8,9 @@ import (
 // cacheShards spreads the lock so parallel requests rarely contend.
 const cacheShards = 32
 
-// verifiedCache maps sha256(token) to the claims of a verified access token.
-// It is bounded (about size entries) and never returns an entry at or after
-// its token's exp.
+// verifiedCache maps canonicalKey(token) to the claims of a verified access
+// token. It is bounded (about size entries) and never returns an entry at or
+// after its token's exp.
 type verifiedCache struct {
 	perShard int
 	shards   [cacheShards]cacheShard

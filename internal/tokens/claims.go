@@ -108,6 +108,10 @@ type Claims struct {
 	IssuedAt  time.Time
 	NotBefore time.Time // zero when absent
 	ExpiresAt time.Time
+
+	// lowS: the token's header marks it as signed low-S only, so its high-S
+	// spelling is refused, also when the low-S one is in the cache.
+	lowS bool
 }
 
 // wireClaims is the JSON payload of every token this package issues.

@@ -24,11 +24,19 @@
 // "alg" must be exactly ES256 before any key is touched, so "none", HMAC with
 // the public key as the secret, and RSA never reach a verifier.
 //
-// Verified access tokens are cached, keyed by the SHA-256 of the token, until
-// their "exp": a token already seen costs a hash and a map lookup instead of
-// an ECDSA verification (about 90 µs). Revocation is not this package's
-// business: callers must check the login (claim login_id) after every
-// successful Verify, cache hit or not.
+// Signatures are low-S only (s ≤ n/2), and tokens say so in their protected
+// header ("low_s": true), so the other spelling of an ECDSA signature,
+// (r, n − s), is refused on every token issued that way. Tokens issued before
+// carry no marker and verify in either spelling until they expire.
+//
+// Verified access tokens are cached, keyed by the SHA-256 of the token's
+// canonical (low-S) spelling, until their "exp": a token already seen costs
+// a hash and a map lookup instead of an ECDSA verification (about 90 µs),
+// and both spellings of an unmarked token are one entry. Revocation is not
+// this package's business: callers must check the login (claim login_id)
+// after every successful Verify, cache hit or not. Anything a caller keys
+// by token should key on its claims (login_id, jti), which are the same in
+// every spelling, never on the raw string.
 //
 // # Usage
 //

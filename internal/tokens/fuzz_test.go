@@ -32,6 +32,8 @@ func issueFuzzTokens(t *testing.T, e *env) *fuzzTokens {
 	for _, tk := range []struct{ prefix, tok string }{{"a", access}, {"r", refresh}, {"i", id}} {
 		p := strings.Split(tk.tok, ".")
 		pairs = append(pairs, "{"+tk.prefix+"h}", p[0], "{"+tk.prefix+"p}", p[1], "{"+tk.prefix+"s}", p[2])
+		// {…x}: the other ECDSA spelling of the signature, s → n − s.
+		pairs = append(pairs, "{"+tk.prefix+"x}", strings.Split(respell(t, tk.tok), ".")[2])
 	}
 	return &fuzzTokens{
 		byKind: map[Kind]string{KindAccess: access, KindRefresh: refresh, KindID: id},
@@ -39,23 +41,13 @@ func issueFuzzTokens(t *testing.T, e *env) *fuzzTokens {
 	}
 }
 
-// signedPart is a compact JWS without its signature.
-func signedPart(tok string) string {
-	i := strings.LastIndexByte(tok, '.')
-	if i < 0 {
-		return tok
-	}
-	return tok[:i]
-}
-
 // FuzzVerify verifies arbitrary strings as each kind of token. It must never
 // panic, must refuse everything with an *Error, and may accept only what the
-// service itself signed as that kind: the accepted token's signed part
-// (header and claims) must be the issued token's. Placeholders become a
-// live service's tokens and their parts, so mutations start from real
-// tokens: {access} {refresh} {id} {kid}, and {ah} {ap} {as} (header, payload,
-// signature of the access token; r… and i… for the others). Seeds:
-// testdata/fuzz/FuzzVerify and below.
+// service itself signed as that kind, exactly as it was issued. Placeholders
+// become a live service's tokens and their parts, so mutations start from
+// real tokens: {access} {refresh} {id} {kid}, and {ah} {ap} {as} (header,
+// payload, signature of the access token, {ax} its other ECDSA spelling; r…
+// and i… for the others). Seeds: testdata/fuzz/FuzzVerify and below.
 func FuzzVerify(f *testing.F) {
 	for _, s := range []struct {
 		tok  string
@@ -71,6 +63,8 @@ func FuzzVerify(f *testing.F) {
 		{"{ah}.{ap}.", uint8(KindAccess)},
 		{"{ah}.{ap}.{rs}", uint8(KindAccess)},
 		{"{ah}.{ap}.{as}.", uint8(KindAccess)},
+		{"{ah}.{ap}.{ax}", uint8(KindAccess)},
+		{"{rh}.{rp}.{rx}", uint8(KindRefresh)},
 		{"eyJhbGciOiJub25lIiwidHlwIjoiYXQrand0In0.{ap}.", uint8(KindAccess)},
 		{"eyJhbGciOiJIUzI1NiIsImtpZCI6IntraWR9In0.{ap}.{as}", uint8(KindAccess)},
 		{"a.b.c.d.e", uint8(KindAccess)},
@@ -96,7 +90,9 @@ func FuzzVerify(f *testing.F) {
 				return
 			}
 			issued, ok := toks.byKind[want]
-			if !ok || signedPart(token) != signedPart(issued) {
+			// Byte for byte: an issued token has one spelling (canonical
+			// base64url, low-S signature).
+			if !ok || token != issued {
 				t.Fatalf("accepted as %v a token the service did not sign as one: %q", want, token)
 			}
 			if c.Kind != want || c.Issuer != testIssuer || c.LoginID != "login-1" {

@@ -91,7 +91,7 @@ func (s *Service) issue(typ string, w *wireClaims, ttl time.Duration, kind Kind)
 		return "", time.Time{}, fmt.Errorf("tokens: issuing %s token: %w", kind, err)
 	}
 	hdr := jws.NewHeaders()
-	for name, v := range map[string]any{jws.KeyIDKey: ring.signer.ID, jws.TypeKey: typ} {
+	for name, v := range map[string]any{jws.KeyIDKey: ring.signer.ID, jws.TypeKey: typ, lowSHeader: true} {
 		if err := hdr.Set(name, v); err != nil {
 			return "", time.Time{}, fmt.Errorf("tokens: issuing %s token: %w", kind, err)
 		}
@@ -100,5 +100,7 @@ func (s *Service) issue(typ string, w *wireClaims, ttl time.Duration, kind Kind)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("tokens: issuing %s token: signing: %w", kind, err)
 	}
-	return string(tok), exp, nil
+	// jwx signs with crypto/ecdsa, whose s is high half the time; the
+	// header above promises low-S, so verifiers refuse the other spelling.
+	return toLowS(string(tok)), exp, nil
 }

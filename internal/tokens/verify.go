@@ -2,12 +2,10 @@ package tokens
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jws"
@@ -24,7 +22,15 @@ type header struct {
 	Typ  string          `json:"typ"`
 	Crit json.RawMessage `json:"crit"`
 	B64  json.RawMessage `json:"b64"`
+	// LowS marks a token signed low-S only (see lows.go); a high-S
+	// signature on it is refused.
+	LowS bool `json:"low_s"`
 }
+
+// errHighS refuses the high-S spelling of a token whose signer signs low-S
+// only: the signature is mathematically valid, but it is a second spelling
+// of a token, which caches and deny lists would take for another token.
+var errHighS = reject(ReasonSignature, "high-S signature on a token signed low-S only")
 
 // Verify checks token and returns its claims, or an [*Error] saying why it
 // was rejected. It accepts only compact ES256 JWS, signed by a key of this
@@ -47,10 +53,13 @@ func (s *Service) Verify(ctx context.Context, token string, want Kind) (*Claims,
 		}
 		return c, nil
 	}
-	// The cache key is a hash, never the token: a dump of the cache yields
-	// nothing replayable. The unsafe view avoids copying the token to hash it.
-	h := sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token)))
+	// Both spellings of a pre-upgrade token share one entry; a marked
+	// token found by its high-S spelling is refused as verify would.
+	h, high := canonicalKey(token)
 	if c, ok := s.cache.get(&h, now); ok {
+		if high && c.lowS {
+			return nil, errHighS
+		}
 		cp := *c
 		return &cp, nil
 	}
@@ -114,6 +123,15 @@ func (s *Service) verify(token string, want Kind, now time.Time) (*Claims, error
 		return nil, reject(ReasonUnknownKey, "kid %s was retired more than %v ago", printable(h.Kid), s.maxLife)
 	}
 
+	if h.LowS {
+		// Decoded strictly above; the length is checked by the verifier
+		// when it is not 64 bytes.
+		sig, _ := base64.RawURLEncoding.DecodeString(token[strings.LastIndexByte(token, '.')+1:])
+		if len(sig) == sigSize && highS(sig[32:]) {
+			return nil, errHighS
+		}
+	}
+
 	s.sigChecks.Add(1)
 	payload, err := jws.VerifyCompactFast(key.pub, []byte(token), jwa.ES256())
 	if err != nil {
@@ -156,6 +174,7 @@ func (s *Service) verify(token string, want Kind, now time.Time) (*Claims, error
 		IssuedAt:      w.IssuedAt.time(),
 		NotBefore:     w.NotBefore.time(),
 		ExpiresAt:     w.ExpiresAt.time(),
+		lowS:          h.LowS,
 	}
 	if !now.Before(c.ExpiresAt) {
 		return nil, reject(ReasonExpired, "expired %v ago", now.Sub(c.ExpiresAt).Truncate(time.Second))

@@ -74,7 +74,7 @@ func TestIssuedTokensVerifyAsTheirOwnKind(t *testing.T) {
 				t.Fatal(err)
 			}
 			hdr := decodePart(t, tok, 0)
-			if hdr["alg"] != "ES256" || hdr["typ"] != tc.typ || hdr["kid"] != e.svc.SigningKeyID() || len(hdr) != 3 {
+			if hdr["alg"] != "ES256" || hdr["typ"] != tc.typ || hdr["kid"] != e.svc.SigningKeyID() || hdr["low_s"] != true || len(hdr) != 4 {
 				t.Errorf("header %v", hdr)
 			}
 			if got := slices.Sorted(maps.Keys(decodePart(t, tok, 1))); !slices.Equal(got, tc.wantClaims) {
