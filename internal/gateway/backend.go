@@ -63,7 +63,7 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	req.RequestURI = u.RequestURI()
 	req.Header = http.Header{"Accept": {"application/fhir+json"}}
 	maps.Copy(req.Header, header)
-	stripHeaders(req.Header, b.g.strip)
+	b.g.strip.strip(req.Header)
 	req.Body, req.ContentLength = http.NoBody, 0
 	if body != nil {
 		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))

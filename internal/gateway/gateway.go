@@ -113,7 +113,7 @@ type Gateway struct {
 	publicMethods []string
 	// strip are the request headers removed before anything else: the
 	// identity headers and the override headers.
-	strip []string
+	strip headerSet
 }
 
 // New returns a Gateway.
@@ -169,7 +169,7 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	g.publicMethods = o.PublicMethods
-	g.strip = append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)
+	g.strip = newHeaderSet(append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)...)
 	return g, nil
 }
 
@@ -179,7 +179,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	// Never let a client supply identity or override headers, whatever the
 	// path: an X-Original-URL on a request outside the base would route it
 	// into the base at a backend that honours it.
-	stripHeaders(r.Header, g.strip)
+	g.strip.strip(r.Header)
 	if h := g.ownEndpoint(r.URL.Path); h != nil {
 		h(w, r)
 		return nil

@@ -24,14 +24,34 @@ var overrideHeaders = []string{
 // carries _method.
 const methodOverrideRefused = "the _method query parameter is not accepted: send the request with the method it names"
 
-// stripHeaders deletes from h every header whose name matches one of names
-// case-insensitively with '_' and '-' taken as the same character: CGI,
-// PHP, WSGI and Rack turn both X-Original-URL and X_Original_URL into
-// HTTP_X_ORIGINAL_URL, and Go keeps the underscore spelling as a separate,
-// non-canonical key that Header.Del would miss.
-func stripHeaders(h http.Header, names []string) {
+// headerSet is a set of header names matched case-insensitively with '_'
+// and '-' taken as the same character: CGI, PHP, WSGI and Rack turn both
+// X-Original-URL and X_Original_URL into HTTP_X_ORIGINAL_URL, and Go keeps
+// the underscore spelling as a separate, non-canonical key that Header.Del
+// would miss.
+type headerSet struct {
+	names []string
+	// lens has bit n set when a name is n bytes long (n < 64), so most of a
+	// request's headers are passed over on their length alone; a name of 64
+	// bytes or more sets bit 63 and is always compared.
+	lens uint64
+}
+
+func newHeaderSet(names ...string) headerSet {
+	s := headerSet{names: names}
+	for _, n := range names {
+		s.lens |= 1 << min(len(n), 63)
+	}
+	return s
+}
+
+// strip deletes from h every header in the set.
+func (s headerSet) strip(h http.Header) {
 	for key := range h {
-		for _, name := range names {
+		if s.lens&(1<<min(len(key), 63)) == 0 {
+			continue
+		}
+		for _, name := range s.names {
 			if sameHeaderName(key, name) {
 				delete(h, key)
 				break
@@ -77,6 +97,9 @@ func foldHeaderByte(c byte) byte {
 // with a leading ' ', '.' or '[' taken as '_' (PHP turns those into '_' in
 // parameter names).
 func hasMethodOverride(rawQuery string) bool {
+	if !strings.ContainsAny(rawQuery, "%+") && !containsFoldMethod(rawQuery) {
+		return false
+	}
 	for rawQuery != "" {
 		var pair string
 		if i := strings.IndexAny(rawQuery, "&;"); i >= 0 {
@@ -92,6 +115,17 @@ func hasMethodOverride(rawQuery string) bool {
 			key = decodeQueryKey(key)
 		}
 		if isMethodKey(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFoldMethod tells whether s contains "method" in any case, without
+// allocating.
+func containsFoldMethod(s string) bool {
+	for i := 0; i+len("method") <= len(s); i++ {
+		if (s[i] == 'm' || s[i] == 'M') && strings.EqualFold(s[i:i+len("method")], "method") {
 			return true
 		}
 	}

@@ -201,3 +201,20 @@ func TestBackendStripsOverridesFromOperationCalls(t *testing.T) {
 		t.Fatalf("a _method query: %v %+v, reached %d; want a 400 OperationOutcome, not forwarded", err, resp, len(reached))
 	}
 }
+
+func TestHeaderSetMatchesAnySpellingAndLength(t *testing.T) {
+	long := "X-" + strings.Repeat("Long-", 20) + "User"
+	s := newHeaderSet("X-Original-URL", long)
+	h := http.Header{
+		"X_original_url":                   {"1"},
+		strings.ToLower(long):              {"1"},
+		strings.ReplaceAll(long, "-", "_"): {"1"},
+		"X-Original-Urls":                  {"kept"},
+		"X-Original-Ur":                    {"kept"},
+		"Y-Original-Url":                   {"kept"},
+	}
+	s.strip(h)
+	if len(h) != 3 || h.Get("X-Original-Urls") != "kept" || h.Get("X-Original-Ur") != "kept" || h.Get("Y-Original-Url") != "kept" {
+		t.Fatalf("left %v", h)
+	}
+}
