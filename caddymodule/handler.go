@@ -67,7 +67,7 @@ type Handler struct {
 	// token; a request with any other method needs a valid token like any
 	// request under `fhir_base` (401 without one). Names are matched
 	// exactly, so each must be an upper-case method name such as `GET`.
-	// Default: `GET`, `HEAD` and `OPTIONS`.
+	// Default (also for an empty list): `GET`, `HEAD` and `OPTIONS`.
 	PublicMethods []string `json:"public_methods,omitempty"`
 
 	// PublicUpstreamAuth applies `upstream_auth` to requests served without

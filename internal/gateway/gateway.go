@@ -66,7 +66,8 @@ type Options struct {
 	// PublicMethods are the methods a request to a public path may use
 	// without a token; any other method needs one. Names are matched
 	// exactly (methods are case-sensitive), so each must be an upper-case
-	// HTTP token such as GET. Default DefaultPublicMethods.
+	// HTTP token such as GET. Empty means DefaultPublicMethods (to make
+	// nothing public, leave PublicPaths empty instead).
 	PublicMethods []string
 	// PublicUpstreamAuth applies UpstreamAuth to public requests too. By
 	// default a request served without a token reaches the backend with no
@@ -160,7 +161,7 @@ func New(o Options) (*Gateway, error) {
 		}
 		g.public = append(g.public, strings.ToLower(p))
 	}
-	if o.PublicMethods == nil {
+	if len(o.PublicMethods) == 0 {
 		o.PublicMethods = DefaultPublicMethods
 	}
 	for _, m := range o.PublicMethods {
