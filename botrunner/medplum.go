@@ -205,8 +205,8 @@ func isSearchParams(o *goja.Object) bool {
 
 // fhirPath turns a bot-supplied URL or path into a path relative to the FHIR base plus its query.
 // Absolute URLs keep only their path, and Medplum's "fhir/R4/" prefix is dropped, so
-// medplum.get('fhir/R4/Patient/1') and medplum.get('Patient/1') are the same request. Dot
-// segments are refused: a bot cannot climb out of the FHIR base.
+// medplum.get('fhir/R4/Patient/1') and medplum.get('Patient/1') are the same request. A path
+// that could climb out of the FHIR base at a decoding backend is refused (fhir.CheckBotPath).
 func fhirPath(raw string) (string, url.Values, error) {
 	if strings.ContainsAny(raw, "\\#\x00\r\n\t ") {
 		return "", nil, fmt.Errorf("invalid FHIR path '%s'", truncate(raw, 100))
@@ -226,10 +226,8 @@ func fhirPath(raw string) (string, url.Values, error) {
 	if p == "fhir/R4" || p == "api/fhir/R4" {
 		p = ""
 	}
-	for _, seg := range strings.Split(p, "/") {
-		if dec, err := url.PathUnescape(seg); err == nil && (dec == "." || dec == "..") {
-			return "", nil, errors.New("a FHIR path may not contain '.' or '..' segments")
-		}
+	if err := fhir.CheckBotPath(p); err != nil {
+		return "", nil, err
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {

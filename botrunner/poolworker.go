@@ -11,11 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/fhir"
 )
 
 // Bounds on what a worker may print to stderr before the pool stops logging it: a Go crash
@@ -301,15 +302,7 @@ func checkWorkerCall(m *doMsg) error {
 	if !workerMethods[m.method] {
 		return fmt.Errorf("method '%s' is not allowed", truncate(m.method, 20))
 	}
-	if strings.ContainsAny(m.path, "\\#?\x00\r\n\t ") || strings.HasPrefix(m.path, "/") {
-		return fmt.Errorf("invalid FHIR path '%s'", truncate(m.path, 100))
-	}
-	for _, seg := range strings.Split(m.path, "/") {
-		if dec, err := url.PathUnescape(seg); err != nil || dec == "." || dec == ".." {
-			return fmt.Errorf("invalid FHIR path '%s'", truncate(m.path, 100))
-		}
-	}
-	return nil
+	return fhir.CheckBotPath(m.path)
 }
 
 // run runs req on the worker. It returns nil when the run never started because its context

@@ -393,7 +393,9 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //	fhirgate {
 //		fhir_base        <path>
 //		public_paths     <path>...
+//		public_methods   <method>...
 //		upstream_auth    strip|passthrough|bearer <token>
+//		public_upstream_auth
 //		max_body         <size>
 //		identity_headers {
 //			user    <header>
@@ -429,6 +431,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				paths = []string{} // "public_paths" alone: nothing is public
 			}
 			h.PublicPaths = &paths
+		case "public_methods":
+			if h.PublicMethods != nil {
+				return d.Err("public_methods already specified")
+			}
+			h.PublicMethods = d.RemainingArgs()
+			if len(h.PublicMethods) == 0 {
+				return d.ArgErr()
+			}
+		case "public_upstream_auth":
+			if h.PublicUpstreamAuth {
+				return d.Err("public_upstream_auth already specified")
+			}
+			if err := flag(d, &h.PublicUpstreamAuth); err != nil {
+				return err
+			}
 		case "upstream_auth":
 			if h.UpstreamAuth != "" {
 				return d.Err("upstream_auth already specified")

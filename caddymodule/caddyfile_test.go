@@ -54,6 +54,10 @@ func TestHandlerDirectiveErrorsNameTheLine(t *testing.T) {
 		{"duplicate fhir_base", "fhirgate {\n\tfhir_base /a\n\tfhir_base /b\n}", "fhir_base already specified, at Testfile:3"},
 		{"relative fhir_base", "fhirgate {\n\tfhir_base fhir\n}", "must start with /"},
 		{"unknown identity header", "fhirgate {\n\tidentity_headers {\n\t\temail X-Email\n\t}\n}", "unrecognized identity header 'email'"},
+		{"public_methods without value", "fhirgate {\n\tpublic_methods\n}", "wrong argument count"},
+		{"duplicate public_methods", "fhirgate {\n\tpublic_methods GET\n\tpublic_methods POST\n}", "public_methods already specified, at Testfile:3"},
+		{"public_upstream_auth takes no value", "fhirgate {\n\tpublic_upstream_auth yes\n}", "wrong argument count"},
+		{"duplicate public_upstream_auth", "fhirgate {\n\tpublic_upstream_auth\n\tpublic_upstream_auth\n}", "public_upstream_auth already specified, at Testfile:3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

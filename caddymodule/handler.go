@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -29,8 +30,15 @@ func init() {
 //
 // A request under `fhir_base` without a valid token is answered 401 with an
 // RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
-// OperationOutcome body; the backend never sees it. Requests outside
-// `fhir_base` pass through untouched.
+// OperationOutcome body; the backend never sees it. Only `public_paths`
+// requested with one of `public_methods` pass without a token. Requests
+// outside `fhir_base` pass through.
+//
+// Headers that make backends act on another URL or method
+// (`X-Original-URL`, `X-Rewrite-URL`, `X-HTTP-Method-Override`,
+// `X-HTTP-Method`, `X-Method-Override`, in any case and with `_` for `-`)
+// are removed from every request, and a request under `fhir_base` with a
+// `_method` query parameter is answered 400.
 //
 // On success the identity goes to the backend in headers (incoming copies
 // are always removed, so clients cannot spoof them) and to Caddy in these
@@ -54,6 +62,21 @@ type Handler struct {
 	// `/.well-known/smart-configuration`, which FHIR servers serve
 	// publicly. An empty list makes nothing public.
 	PublicPaths *[]string `json:"public_paths,omitempty"`
+
+	// PublicMethods are the request methods a public path serves without a
+	// token; a request with any other method needs a valid token like any
+	// request under `fhir_base` (401 without one). Names are matched
+	// exactly, so each must be an upper-case method name such as `GET`.
+	// Default (also for an empty list): `GET`, `HEAD` and `OPTIONS`.
+	PublicMethods []string `json:"public_methods,omitempty"`
+
+	// PublicUpstreamAuth applies `upstream_auth` to requests served without
+	// a token too: with `upstream_auth bearer`, an anonymous request on a
+	// public path then reaches the backend carrying `upstream_token`. By
+	// default (false) such a request reaches the backend with no
+	// `Authorization` header, so anonymous callers never borrow the
+	// gateway's backend credential.
+	PublicUpstreamAuth bool `json:"public_upstream_auth,omitempty"`
 
 	// UpstreamAuth says what the backend receives in `Authorization`:
 	// `strip` (default) removes it, so the backend relies on the identity
@@ -143,15 +166,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
-		FHIRBase:        h.FHIRBase,
-		PublicPaths:     derefPaths(h.PublicPaths),
-		UpstreamAuth:    h.UpstreamAuth,
-		UpstreamToken:   repl.ReplaceKnown(h.UpstreamToken, ""),
-		OAuth:           app.oauth,
-		Operations:      h.bots.Handler,
-		Me:              (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
-		ErrorStatus:     errorStatus,
-		OnAuthenticated: setPlaceholders,
+		FHIRBase:           h.FHIRBase,
+		PublicPaths:        derefPaths(h.PublicPaths),
+		PublicMethods:      h.PublicMethods,
+		PublicUpstreamAuth: h.PublicUpstreamAuth,
+		UpstreamAuth:       h.UpstreamAuth,
+		UpstreamToken:      repl.ReplaceKnown(h.UpstreamToken, ""),
+		OAuth:              app.oauth,
+		Operations:         h.bots.Handler,
+		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
+		ErrorStatus:        errorStatus,
+		OnAuthenticated:    setPlaceholders,
 	}
 	if hd := h.IdentityHeaders; hd != nil {
 		opts.Headers = gateway.IdentityHeaders{
@@ -159,7 +184,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	h.gw, err = gateway.New(opts)
-	return err
+	if err != nil {
+		return err
+	}
+	if h.PublicUpstreamAuth && h.UpstreamAuth == gateway.UpstreamBearer {
+		for _, m := range h.PublicMethods {
+			if !slices.Contains(gateway.DefaultPublicMethods, m) {
+				h.logger.Warn("public paths accept anonymous writes with the backend credential",
+					zap.String("method", m), zap.Strings("public_paths", derefPaths(h.PublicPaths)))
+			}
+		}
+	}
+	return nil
 }
 
 // Cleanup lets the bot runs of this config go on (a reload) or ends them

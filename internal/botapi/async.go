@@ -41,6 +41,9 @@ func wantsAsync(r *http.Request) bool {
 func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, run func(ctx context.Context) *botrunner.Result) bool {
 	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
 	job.Meta.Project = id.ProjectID
+	if id.UserID != "" {
+		job.Owner = &store.Reference{Reference: "User/" + id.UserID}
+	}
 	if err := a.o.Store.Create(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
 		a.writeJobRefusal(w, err)
 		return false
@@ -187,6 +190,10 @@ func outcomeParameter(status int, text string) map[string]any {
 
 // serveJobStatus answers GET {base}/job/{id}/status: the AsyncJob, with 202
 // while it runs and 200 once it has ended (what MedplumClient polls for).
+// Only the user who started the job and the project's admins may read it
+// (a result can hold whatever the bot read as that user); anyone else gets
+// the same 404 as for a job that does not exist, so a job's existence is
+// not confirmed either.
 func (a *API) serveJobStatus(w http.ResponseWriter, r *http.Request, id *oauth.Identity, jobID string) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
@@ -194,7 +201,7 @@ func (a *API) serveJobStatus(w http.ResponseWriter, r *http.Request, id *oauth.I
 		return
 	}
 	job, err := store.Get[store.AsyncJob](r.Context(), a.o.Store, jobID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && job.Meta.Project != id.ProjectID) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !mayReadJob(job, id)) {
 		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("job %s not found", jobID))
 		return
 	}
@@ -206,7 +213,22 @@ func (a *API) serveJobStatus(w http.ResponseWriter, r *http.Request, id *oauth.I
 	if job.Status == jobAccepted || job.Status == "active" {
 		status = http.StatusAccepted
 	}
+	job.Owner = nil // fhirgate's bookkeeping: the answer keeps Medplum's AsyncJob shape
 	fhir.WriteJSON(w, status, job)
+}
+
+// mayReadJob tells whether the caller may read the job: a member of its
+// project who started it (the same User, from any sign-in or client), or an
+// admin of its project. A job without an owner, stored before owners were
+// recorded, is for admins only.
+func mayReadJob(job *store.AsyncJob, id *oauth.Identity) bool {
+	if job.Meta.Project != id.ProjectID {
+		return false
+	}
+	if id.Admin {
+		return true
+	}
+	return job.Owner != nil && id.UserID != "" && job.Owner.Reference == "User/"+id.UserID
 }
 
 // FailInterruptedJobs marks jobs left accepted or active by a process that

@@ -68,7 +68,7 @@ func newBoundsFixture(t *testing.T, kv func(store.KV) store.KV, o Options) *boun
 	if err := f.st.Create(context.Background(), f.project, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.caller = &oauth.Identity{ProjectID: f.project.ID, Profile: "Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"}
+	f.caller = &oauth.Identity{ProjectID: f.project.ID, UserID: "0190b3c2-7a1e-7c3d-9f00-000000000002", Profile: "Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"}
 	core, logs := observer.New(zapcore.DebugLevel)
 	f.logs = logs
 	o.Store, o.Runner, o.FHIRBase, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 16}), "/fhir/R4", zap.New(core)

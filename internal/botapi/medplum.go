@@ -58,8 +58,13 @@ type medplumClient struct {
 	calls   *callBudget
 }
 
-// Do implements botrunner.MedplumClient.
+// Do implements botrunner.MedplumClient. A path that could leave the FHIR
+// base at a decoding backend is answered 400 here whatever the runner
+// checked, so the backend never sees it.
 func (c medplumClient) Do(ctx context.Context, method, path string, query url.Values, body []byte, contentType string, header http.Header) (int, string, []byte, error) {
+	if err := fhir.CheckBotPath(path); err != nil {
+		return http.StatusBadRequest, fhir.ContentType, fhir.MarshalOutcome(http.StatusBadRequest, err.Error()), nil
+	}
 	if botID, ok := executePath(path); ok {
 		return c.executeBot(ctx, botID, query, body, contentType)
 	}

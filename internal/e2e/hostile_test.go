@@ -411,7 +411,9 @@ func pathCases(alice, echo, betaEcho string) []hostileCase {
 		hostileCase{name: "path/100 KB path", req: rawGet("/fhir/R4/Patient/" + strings.Repeat("a", 100<<10)), want: 431, body: caddyBody},
 		hostileCase{name: "identifier/bad escape", req: rawPost("/fhir/R4/Bot/$execute?identifier=%zz", "text/plain", "x", auth), want: 0, body: outcomeBody},
 		hostileCase{name: "identifier/semicolon separator", req: rawPost("/fhir/R4/Bot/$execute?a=1;identifier=https://example.com/bots%7Cecho", "text/plain", "x", auth), want: 0, body: outcomeBody},
-		hostileCase{name: "identifier/method override is ignored", req: rawPost("/fhir/R4/Bot/$execute?identifier=https://example.com/bots%7Cecho&_method=DELETE",
+		hostileCase{name: "identifier/_method query is refused", req: rawPost("/fhir/R4/Bot/$execute?identifier=https://example.com/bots%7Cecho&_method=DELETE",
+			"text/plain", "kept", auth), want: 400, body: outcomeBody},
+		hostileCase{name: "identifier/method override header is ignored", req: rawPost("/fhir/R4/Bot/$execute?identifier=https://example.com/bots%7Cecho",
 			"text/plain", "kept", auth, "X-HTTP-Method-Override: DELETE"), want: 200, body: caddyBody,
 			check: func(t *testing.T, r rawResponse) {
 				if string(r.body) != "kept" {

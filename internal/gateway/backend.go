@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 )
 
@@ -51,6 +52,10 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	}
 	u := *b.orig.URL
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = unescaped, rawPath, query.Encode(), ""
+	if hasMethodOverride(u.RawQuery) {
+		body := fhir.MarshalOutcome(http.StatusBadRequest, methodOverrideRefused)
+		return &BackendResponse{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {fhir.ContentType}}, Body: body}, nil
+	}
 
 	req := b.orig.Clone(ctx)
 	req.Method = method
@@ -58,6 +63,7 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	req.RequestURI = u.RequestURI()
 	req.Header = http.Header{"Accept": {"application/fhir+json"}}
 	maps.Copy(req.Header, header)
+	b.g.strip.strip(req.Header)
 	req.Body, req.ContentLength = http.NoBody, 0
 	if body != nil {
 		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))

@@ -9,4 +9,12 @@
 // ;parameters removed, case-insensitive), so tricks like
 // /x/../fhir/R4/Patient or /fhir;a/R4/Patient cannot reach a backend that
 // normalises paths itself without a token.
+//
+// Public paths pass without a token for the public methods only (GET, HEAD
+// and OPTIONS unless configured), and reach the backend without any
+// Authorization unless PublicUpstreamAuth says otherwise. Headers that make
+// backends act on another path or method (X-Original-URL,
+// X-HTTP-Method-Override and the like) are removed from every request, and
+// a _method query parameter under the base is refused, so the backend
+// serves the request the gate judged.
 package gateway

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 )
 
@@ -17,6 +19,11 @@ const (
 // DefaultPublicPaths are the FHIR endpoints servers conventionally serve
 // without authentication, relative to the FHIR base.
 var DefaultPublicPaths = []string{"/metadata", "/.well-known/smart-configuration"}
+
+// DefaultPublicMethods are the methods a public path accepts without a
+// token: reads, and the CORS preflight. A write to a public path needs a
+// token like any other request.
+var DefaultPublicMethods = []string{http.MethodGet, http.MethodHead, http.MethodOptions}
 
 // Upstream authorization modes: what the backend sees in Authorization.
 const (
@@ -56,6 +63,17 @@ type Options struct {
 	// "/*" matches everything below it. Default DefaultPublicPaths; an empty
 	// non-nil slice makes nothing public.
 	PublicPaths []string
+	// PublicMethods are the methods a request to a public path may use
+	// without a token; any other method needs one. Names are matched
+	// exactly (methods are case-sensitive), so each must be an upper-case
+	// HTTP token such as GET. Empty means DefaultPublicMethods (to make
+	// nothing public, leave PublicPaths empty instead).
+	PublicMethods []string
+	// PublicUpstreamAuth applies UpstreamAuth to public requests too. By
+	// default a request served without a token reaches the backend with no
+	// Authorization header at all, so an anonymous caller never borrows
+	// the gateway's backend credential.
+	PublicUpstreamAuth bool
 	// UpstreamAuth is one of the Upstream* modes. Default UpstreamStrip.
 	UpstreamAuth string
 	// UpstreamToken is the credential sent with UpstreamBearer.
@@ -90,10 +108,13 @@ type Operation func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, 
 
 // Gateway routes requests; see the package documentation.
 type Gateway struct {
-	o       Options
-	base    string // normalised FHIRBase
-	public  []string
-	headers []string
+	o             Options
+	base          string // normalised FHIRBase
+	public        []string
+	publicMethods []string
+	// strip are the request headers removed before anything else: the
+	// identity headers and the override headers.
+	strip headerSet
 }
 
 // New returns a Gateway.
@@ -140,17 +161,26 @@ func New(o Options) (*Gateway, error) {
 		}
 		g.public = append(g.public, strings.ToLower(p))
 	}
-	g.headers = []string{h.User, h.Profile, h.Project, h.Client, h.Scope}
+	if len(o.PublicMethods) == 0 {
+		o.PublicMethods = DefaultPublicMethods
+	}
+	for _, m := range o.PublicMethods {
+		if !isMethodToken(m) {
+			return nil, fmt.Errorf("public method %q: must be an upper-case HTTP method name such as GET", m)
+		}
+	}
+	g.publicMethods = o.PublicMethods
+	g.strip = newHeaderSet(append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)...)
 	return g, nil
 }
 
 // Serve handles one request, calling next for everything fhirgate does not
 // answer itself.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
-	// Never let a client supply identity headers, whatever the path.
-	for _, name := range g.headers {
-		r.Header.Del(name)
-	}
+	// Never let a client supply identity or override headers, whatever the
+	// path: an X-Original-URL on a request outside the base would route it
+	// into the base at a backend that honours it.
+	g.strip.strip(r.Header)
 	if h := g.ownEndpoint(r.URL.Path); h != nil {
 		h(w, r)
 		return nil
@@ -170,8 +200,16 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	if !anyUnder(views[:], g.base) {
 		return next(w, r)
 	}
-	if g.allPublic(views[:]) {
-		g.applyUpstreamAuth(r)
+	if hasMethodOverride(r.URL.RawQuery) {
+		fhir.WriteOutcome(w, http.StatusBadRequest, methodOverrideRefused)
+		return nil
+	}
+	if slices.Contains(g.publicMethods, r.Method) && g.allPublic(views[:]) {
+		if g.o.PublicUpstreamAuth {
+			g.applyUpstreamAuth(r)
+		} else {
+			r.Header.Del("Authorization")
+		}
 		return next(w, r)
 	}
 	id, aerr := g.o.OAuth.Authenticate(r.Context(), r)

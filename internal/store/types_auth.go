@@ -113,6 +113,11 @@ type AsyncJob struct {
 	TransactionTime string `json:"transactionTime,omitempty"`
 	// Output is a FHIR Parameters resource.
 	Output map[string]any `json:"output,omitempty"`
+	// Owner is the User who started the job (a fhirgate field, not
+	// Medplum's). Only that user and the project's admins may read the job;
+	// a job without one (stored before owners were recorded) is readable by
+	// the project's admins only.
+	Owner *Reference `json:"owner,omitempty"`
 }
 
 func (j *AsyncJob) resourceType() string { return "AsyncJob" }
@@ -135,7 +140,7 @@ func (j *AsyncJob) validate() error {
 	if err := checkTime("transactionTime", j.TransactionTime); err != nil {
 		return err
 	}
-	return nil
+	return checkOptionalReference("owner", j.Owner, "User")
 }
 
 func (j *AsyncJob) references() []mustExist {
