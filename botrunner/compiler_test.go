@@ -189,3 +189,72 @@ func TestCompilerCheckRemembersItsVerdicts(t *testing.T) {
 		t.Fatalf("%d compile processes started, want 2 (one check of the nested code)", c.spawns.Load())
 	}
 }
+
+// An in-process Runner never compiles code on its own stack that its Compiler has not seen
+// load: stored code that predates compile processes is checked in one first.
+func TestRunnerChecksUnseenCodeInACompileProcess(t *testing.T) {
+	c := newTestCompiler(t, CompilerOptions{Timeout: time.Second})
+	r := New(Options{Compiler: c})
+	ctx := ctxT(t)
+	req := func(key, code string) Request {
+		return Request{CacheKey: key, Code: code, Filename: "index.js", Timeout: 5 * time.Second, Event: jsonEvent(t, `{}`)}
+	}
+	// Code that nests past the compile process's stack: in this process, which has the default
+	// 1 GB stack, the parser would still recurse 300,000 times before it failed or crashed.
+	deep := "exports.handler = () => " + strings.Repeat("[", 300_000) + strings.Repeat("]", 300_000) + ";"
+	res, err := r.Run(ctx, req("deep", deep))
+	if err != nil || res.Outcome != OutcomeError || !strings.Contains(res.Message, "nested too deeply") {
+		t.Fatalf("deep: %v %+v", err, res)
+	}
+	res, err = r.Run(ctx, req("chain", plusChain(100_000)))
+	if err != nil || res.Outcome != OutcomeError || !strings.Contains(res.Message, "bot_compile_timeout") {
+		t.Fatalf("chain: %v %+v", err, res)
+	}
+	if r.compiles.Load() != 0 {
+		t.Fatalf("the runner compiled %d programs itself, want 0", r.compiles.Load())
+	}
+	// Code the Compiler produced runs without another process; unseen good code costs one check.
+	p, err := c.Compile(ctx, "p", "index.js", "exports.handler = () => 7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawns := c.spawns.Load()
+	for _, code := range []string{p.JS, "exports.handler = () => 8"} {
+		res, err = r.Run(ctx, req(code, code))
+		if err != nil || res.Outcome != OutcomeSuccess {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+	}
+	if c.spawns.Load() != spawns+1 {
+		t.Fatalf("%d compile processes for two runs, want 1 (for the unseen code)", c.spawns.Load()-spawns)
+	}
+}
+
+// The cost of a compile process: compare with BenchmarkCompileInProcess (same source).
+const benchCompileSource = `import { BotEvent, MedplumClient } from '@medplum/core';
+interface Input { patientId: string; value: number }
+export async function handler(medplum: MedplumClient, event: BotEvent<Input>): Promise<any> {
+  const input = event.input as Input;
+  return { resourceType: 'Observation', status: 'final', subject: { reference: 'Patient/' + input.patientId }, valueQuantity: { value: input.value } };
+}
+`
+
+func BenchmarkCompilerProcess(b *testing.B) {
+	c, err := NewCompiler(CompilerOptions{Command: testWorkerCommand()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := c.Compile(context.Background(), "p", "index.ts", benchCompileSource); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCompileInProcess(b *testing.B) {
+	for b.Loop() {
+		if _, err := Compile("index.ts", benchCompileSource); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

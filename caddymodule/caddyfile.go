@@ -41,6 +41,7 @@ func init() {
 //		bot_isolation      process|inprocess
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
+//		bot_compile_timeout <duration>
 //		audit_retention    <duration>
 //		project <id> {
 //			name <display name>
@@ -124,6 +125,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "bot_queue_timeout":
 			if err := parseDuration(d, &a.BotQueueTimeout); err != nil {
+				return err
+			}
+		case "bot_compile_timeout":
+			if err := parseDuration(d, &a.BotCompileTimeout); err != nil {
 				return err
 			}
 		case "audit_retention":
