@@ -258,3 +258,28 @@ func BenchmarkCompileInProcess(b *testing.B) {
 		}
 	}
 }
+
+// A bot worker compiles stored code on a cache miss inside the run: code that nests too deeply
+// crashes only that worker, and a compile that outlasts the run is killed with it.
+func TestPoolWorkerCompileIsBoundedByTheRun(t *testing.T) {
+	p := newTestPool(t, PoolOptions{})
+	ctx := ctxT(t)
+	deep := "exports.handler = () => " + strings.Repeat("[", 300_000) + strings.Repeat("]", 300_000) + ";"
+	res, err := p.Run(ctx, Request{CacheKey: "deep", Code: deep, BotID: "deep", Timeout: 5 * time.Second, Event: jsonEvent(t, `{}`)})
+	if err != nil || res.Outcome != OutcomeError || !strings.Contains(res.Message, "crashed") {
+		t.Fatalf("deep: %v %+v", err, res)
+	}
+	start := time.Now()
+	res, err = p.Run(ctx, Request{CacheKey: "chain", Code: plusChain(100_000), BotID: "chain", Timeout: time.Second, Event: jsonEvent(t, `{}`)})
+	if err != nil || res.Outcome == OutcomeSuccess || !strings.Contains(res.Message, "deadline") {
+		t.Fatalf("chain: %v %+v", err, res)
+	}
+	// Killed at the run's deadline plus killGrace, not after goja's ~40 s; generous for load.
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("the run answered after %v with a 1s timeout", took)
+	}
+	res, err = p.Run(ctx, Request{CacheKey: "ok", Code: "exports.handler = () => 3", BotID: "ok", Timeout: 5 * time.Second, Event: jsonEvent(t, `{}`)})
+	if err != nil || res.Outcome != OutcomeSuccess || string(res.Body) != "3" {
+		t.Fatalf("the pool after both: %v %+v", err, res)
+	}
+}
