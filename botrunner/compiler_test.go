@@ -193,7 +193,9 @@ func TestCompilerCheckRemembersItsVerdicts(t *testing.T) {
 // An in-process Runner never compiles code on its own stack that its Compiler has not seen
 // load: stored code that predates compile processes is checked in one first.
 func TestRunnerChecksUnseenCodeInACompileProcess(t *testing.T) {
-	c := newTestCompiler(t, CompilerOptions{Timeout: time.Second})
+	// Long enough for the nested code to crash its process on a loaded machine; far too short
+	// for the chain.
+	c := newTestCompiler(t, CompilerOptions{Timeout: 3 * time.Second})
 	r := New(Options{Compiler: c})
 	ctx := ctxT(t)
 	req := func(key, code string) Request {
@@ -281,5 +283,16 @@ func TestPoolWorkerCompileIsBoundedByTheRun(t *testing.T) {
 	res, err = p.Run(ctx, Request{CacheKey: "ok", Code: "exports.handler = () => 3", BotID: "ok", Timeout: 5 * time.Second, Event: jsonEvent(t, `{}`)})
 	if err != nil || res.Outcome != OutcomeSuccess || string(res.Body) != "3" {
 		t.Fatalf("the pool after both: %v %+v", err, res)
+	}
+}
+
+func TestCompilerKillsACompilePastItsMemory(t *testing.T) {
+	c := newTestCompiler(t, CompilerOptions{Memory: MinWorkerMemory, Timeout: time.Minute})
+	// 7.5 MiB of statements: esbuild's and goja's trees of it take several hundred MiB.
+	src := "const x = [];\nexports.handler = () => x.length;\n" + strings.Repeat("x.push(1);\n", 700_000)
+	_, err := c.Compile(context.Background(), "p", "index.js", src)
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "memory limit of 64 MiB") {
+		t.Fatalf("error %v, want a CompileError naming the 64 MiB limit", err)
 	}
 }

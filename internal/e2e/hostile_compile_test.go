@@ -57,7 +57,8 @@ func hostileCompile(t *testing.T, isolation string) {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	deployURL := base + "/" + r.json(t)["id"].(string) + "/$deploy"
-	deploy := func(filename, code string) (response, time.Duration) {
+	deploy := func(t *testing.T, filename, code string) (response, time.Duration) {
+		t.Helper()
 		start := time.Now()
 		r, err := try("POST", deployURL, "application/json", mustJSON(t, map[string]string{"code": code, "filename": filename}), alice...)
 		if err != nil {
@@ -105,6 +106,7 @@ func hostileCompile(t *testing.T, isolation string) {
 		wg.Wait()
 		if failures.Load() > 0 || probes.Load() == 0 {
 			t.Errorf("another project's requests: %d of %d probes failed (first: %v)", failures.Load(), probes.Load(), firstFailure.Load())
+			return
 		}
 		t.Logf("another project's requests: %d probes, all answered", probes.Load())
 	}()
@@ -112,7 +114,7 @@ func hostileCompile(t *testing.T, isolation string) {
 	// A normal bot deploys and runs: the compile process's overhead, measured.
 	var took []time.Duration
 	for i := range 5 {
-		r, d := deploy("index.ts", fmt.Sprintf("export async function handler(m: unknown, e: { input: string }): Promise<string> { return 'v%d ' + e.input }", i))
+		r, d := deploy(t, "index.ts", fmt.Sprintf("export async function handler(m: unknown, e: { input: string }): Promise<string> { return 'v%d ' + e.input }", i))
 		if r.status != 200 {
 			t.Fatalf("deploy of a normal bot: %d %s", r.status, r.body)
 		}
@@ -133,7 +135,7 @@ func hostileCompile(t *testing.T, isolation string) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			src := shapes[name]
-			r, d := deploy("index.js", src)
+			r, d := deploy(t, "index.js", src)
 			if r.status != 400 || !strings.Contains(string(r.body), "OperationOutcome") || !strings.Contains(string(r.body), "compiling bot") {
 				t.Fatalf("%d KiB of %s: %d after %v: %s", len(src)>>10, name, r.status, d, r.body)
 			}
@@ -147,7 +149,7 @@ func hostileCompile(t *testing.T, isolation string) {
 	t.Run("flat plus chain", func(t *testing.T) {
 		src := "exports.handler = () => 1" + strings.Repeat("+1", 100_000-1) + ";"
 		before := cpuTime(t, s.cmd.Process.Pid)
-		r, d := deploy("index.js", src)
+		r, d := deploy(t, "index.js", src)
 		cpu := cpuTime(t, s.cmd.Process.Pid) - before
 		if r.status != 400 || !strings.Contains(string(r.body), "bot_compile_timeout") || !strings.Contains(string(r.body), limit.String()) {
 			t.Fatalf("%d after %v: %s", r.status, d, r.body)
