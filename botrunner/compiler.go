@@ -36,8 +36,17 @@ const maxCompileAnswer = 64 << 20
 // maxCompileStderr is how much of a compile process's stderr is kept to tell a crash's cause.
 const maxCompileStderr = 8 << 10
 
-// checkedCodes bounds the Compiler's memory of code it has checked (a hash and a result each).
+// checkedCodes bounds the memories of checked code (a hash and a verdict each).
 const checkedCodes = 4096
+
+// loadsInEngine remembers code a compile process compiled for the engine without error, within
+// the timeout of the Compiler that ran it: a property of the code and this binary alone, so it
+// outlives the Compiler. A config reload makes a new Compiler and a new in-process Runner with
+// an empty program cache, and the Runner must not start a process per bot again.
+var loadsInEngine = struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]struct{}
+}{m: map[[sha256.Size]byte]struct{}{}}
 
 // CompilerOptions configures a Compiler. The zero value of each field but Command means its
 // default.
@@ -82,8 +91,8 @@ type Compiler struct {
 	slots  *compileSlots
 	logger *zap.Logger
 
-	mu      sync.Mutex
-	checked map[[sha256.Size]byte]*CompileError // code known to load (nil) or not
+	mu     sync.Mutex
+	failed map[[sha256.Size]byte]*CompileError // code that did not load, under this Compiler's limits
 
 	spawns atomic.Int64 // compile processes started, for tests
 }
@@ -123,12 +132,9 @@ func NewCompiler(o CompilerOptions) (*Compiler, error) {
 		o:       o,
 		slots:   &compileSlots{max: o.MaxConcurrent, perProject: o.MaxPerProject, byProject: map[string]int{}, changed: make(chan struct{})},
 		logger:  o.Logger,
-		checked: map[[sha256.Size]byte]*CompileError{},
+		failed:  map[[sha256.Size]byte]*CompileError{},
 	}, nil
 }
-
-// Timeout is the compile time limit.
-func (c *Compiler) Timeout() time.Duration { return c.o.Timeout }
 
 // Compile is Compile(filename, source) in a compile process, for project (which keys the
 // per-project bound). The Program carries the JavaScript and warnings; the runner compiles it
@@ -150,19 +156,23 @@ func (c *Compiler) Compile(ctx context.Context, project, filename, source string
 
 // Check tells whether compiled code (Program.JS) loads in the engine, by compiling it with goja
 // in a compile process: a *CompileError if not, as Compile's. The answer for each code is
-// remembered (the Compiler's own output counts as checked), so only code this Compiler has not
-// seen costs a process: code stored before compiles ran in processes, say, which an in-process
-// Runner checks once before compiling it in the gateway.
+// remembered (any Compiler's output counts as checked, and so does code that passed a check
+// earlier in this process), so only code not seen load costs a process: code stored before
+// compiles ran in processes, say, which an in-process Runner checks once before compiling it in
+// the gateway.
 func (c *Compiler) Check(ctx context.Context, filename, js string) error {
 	sum := sha256.Sum256([]byte(js))
-	c.mu.Lock()
-	known, ok := c.checked[sum]
-	c.mu.Unlock()
+	loadsInEngine.mu.Lock()
+	_, ok := loadsInEngine.m[sum]
+	loadsInEngine.mu.Unlock()
 	if ok {
-		if known != nil {
-			return known
-		}
 		return nil
+	}
+	c.mu.Lock()
+	failed := c.failed[sum]
+	c.mu.Unlock()
+	if failed != nil {
+		return failed
 	}
 	_, err := c.do(ctx, "", frameCheck, filename, js)
 	var ce *CompileError
@@ -172,14 +182,25 @@ func (c *Compiler) Check(ctx context.Context, filename, js string) error {
 	return err
 }
 
+// remember records whether js loaded (verdict nil) or not. Forgetting costs only a check, so a
+// full memory is simply cleared: only distinct code fills it.
 func (c *Compiler) remember(js string, verdict *CompileError) {
 	sum := sha256.Sum256([]byte(js))
+	if verdict == nil {
+		loadsInEngine.mu.Lock()
+		defer loadsInEngine.mu.Unlock()
+		if len(loadsInEngine.m) >= checkedCodes {
+			clear(loadsInEngine.m)
+		}
+		loadsInEngine.m[sum] = struct{}{}
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.checked) >= checkedCodes {
-		clear(c.checked) // rare: only distinct code fills it, and forgetting costs a check
+	if len(c.failed) >= checkedCodes {
+		clear(c.failed)
 	}
-	c.checked[sum] = verdict
+	c.failed[sum] = verdict
 }
 
 // do runs one request in a compile process, holding a slot.

@@ -3,6 +3,7 @@ package botrunner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -221,7 +222,8 @@ func TestRunnerChecksUnseenCodeInACompileProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	spawns := c.spawns.Load()
-	for _, code := range []string{p.JS, "exports.handler = () => 8"} {
+	unseen := fmt.Sprintf("exports.handler = () => 8 // %d", time.Now().UnixNano())
+	for _, code := range []string{p.JS, unseen} {
 		res, err = r.Run(ctx, req(code, code))
 		if err != nil || res.Outcome != OutcomeSuccess {
 			t.Fatalf("run: %v %+v", err, res)
@@ -229,6 +231,17 @@ func TestRunnerChecksUnseenCodeInACompileProcess(t *testing.T) {
 	}
 	if c.spawns.Load() != spawns+1 {
 		t.Fatalf("%d compile processes for two runs, want 1 (for the unseen code)", c.spawns.Load()-spawns)
+	}
+	// After a config reload (a new Compiler and Runner), code seen load is not checked again.
+	c2 := newTestCompiler(t, CompilerOptions{})
+	r2 := New(Options{Compiler: c2})
+	for _, code := range []string{p.JS, unseen} {
+		if res, err = r2.Run(ctx, req(code, code)); err != nil || res.Outcome != OutcomeSuccess {
+			t.Fatalf("run after the reload: %v %+v", err, res)
+		}
+	}
+	if c2.spawns.Load() != 0 {
+		t.Fatalf("%d compile processes after the reload, want 0", c2.spawns.Load())
 	}
 }
 

@@ -51,8 +51,9 @@ type Options struct {
 	// Compiler, for a Runner, checks code in a compile process (Compiler.Check) before the
 	// Runner compiles it in this process for the first time, so code that would crash the
 	// compiler or hold it past the compile timeout never reaches the process's own stack. Code
-	// the Compiler compiled itself ($deploy) passes without a process; other code (stored before
-	// compiles ran in processes) costs one check per Compiler. Checked code still costs this
+	// a Compiler compiled ($deploy) passes without a process; other code (stored before compiles
+	// ran in processes) costs one check, remembered for the life of this process (across
+	// reloads). Checked code still costs this
 	// process its compile time once per cache miss: at most about what it took in the compile
 	// process, which the compile timeout bounds. Nil: no check. A Pool ignores it: its workers
 	// compile, within each run's deadline, and a crash there ends only that worker.
