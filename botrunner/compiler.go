@@ -129,10 +129,10 @@ func NewCompiler(o CompilerOptions) (*Compiler, error) {
 		o.Logger = zap.NewNop()
 	}
 	return &Compiler{
-		o:       o,
-		slots:   &compileSlots{max: o.MaxConcurrent, perProject: o.MaxPerProject, byProject: map[string]int{}, changed: make(chan struct{})},
-		logger:  o.Logger,
-		failed:  map[[sha256.Size]byte]*CompileError{},
+		o:      o,
+		slots:  &compileSlots{max: o.MaxConcurrent, perProject: o.MaxPerProject, byProject: map[string]int{}, changed: make(chan struct{})},
+		logger: o.Logger,
+		failed: map[[sha256.Size]byte]*CompileError{},
 	}, nil
 }
 
