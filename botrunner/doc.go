@@ -5,8 +5,10 @@
 //
 // # Use
 //
-//	prog, err := botrunner.Compile("index.ts", source) // at $deploy: *CompileError names line and column
-//	store(prog.JS)                                     // the executable code
+//	c, err := botrunner.NewCompiler(botrunner.CompilerOptions{Command: workerCommand}) // once
+//	prog, err := c.Compile(ctx, project, "index.ts", source) // at $deploy, in a child process:
+//	// *CompileError (answer 400) names line and column, or the limit that stopped the compile
+//	store(prog.JS) // the executable code
 //
 //	r := botrunner.New(botrunner.Options{})            // once
 //	in, err := botrunner.PrepareInput(contentType, body) // *InputError: answer err.Status (415)
@@ -26,6 +28,15 @@
 // '@medplum/core' become require calls the sandbox answers; type-only imports vanish. The runner
 // compiles that JavaScript for goja once per Request.CacheKey and keeps the result in a bounded
 // LRU cache. Only inline source maps are read, never a path named by a sourceMappingURL comment.
+//
+// Compile is the pure function; a Compiler runs it in a short-lived child process (the worker
+// command, told by its environment to compile one source and exit), because neither parser can
+// be trusted with hostile source on the gateway's stack: deep nesting overflows the Go stack
+// (a fatal, unrecoverable error) and goja's compiler cannot be interrupted (100,000 terms of
+// 1+1+… take it some 40 s). The child has a worker's environment, 64 MiB goroutine stacks and a
+// memory cap, and is killed at the compile timeout; compiles are bounded overall and per
+// project. A Runner given the Compiler (Options.Compiler) checks code it has not seen compiled in
+// a child before compiling it in its own process on a cache miss.
 //
 // # The sandbox
 //

@@ -64,14 +64,15 @@ func (p *Pool) maxFrame() int {
 }
 
 // workerEnvironment is all a worker gets of an environment: none of the gateway's variables
-// (which may hold secrets), only what the Go runtime and date handling need.
-func workerEnvironment(memory int64) []string {
+// (which may hold secrets), only what the Go runtime and date handling need. role is the
+// process's workerEnv value: "1" for a bot worker, compileRole for a compile process.
+func workerEnvironment(memory int64, role string) []string {
 	env := []string{
 		"PATH=/usr/bin:/bin",
 		"HOME=/nonexistent",
 		"GOMAXPROCS=1", // a worker runs one bot, and goja is single-threaded
 		"GOMEMLIMIT=" + strconv.FormatInt(memory/workerGoLimitDen*workerGoLimitNum, 10),
-		workerEnv + "=1",
+		workerEnv + "=" + role,
 	}
 	if tz, ok := os.LookupEnv("TZ"); ok { // bots see the same local time as in-process ones
 		env = append(env, "TZ="+tz)
@@ -100,7 +101,7 @@ func (p *Pool) spawn(ctx context.Context) (*worker, error) {
 		return nil, fmt.Errorf("creating a pipe: %w", err)
 	}
 	cmd := exec.Command(p.o.Command[0], p.o.Command[1:]...)
-	cmd.Env = workerEnvironment(p.o.WorkerMemory)
+	cmd.Env = workerEnvironment(p.o.WorkerMemory, "1")
 	cmd.Dir = os.TempDir()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = workerSysProcAttr()

@@ -48,6 +48,16 @@ type Options struct {
 	// Default (0): 90% of the Go memory limit (GOMEMLIMIT, which Caddy derives from the
 	// cgroup or system memory) when one is set, else off. Negative: off.
 	MaxHeapBytes int64
+	// Compiler, for a Runner, checks code in a compile process (Compiler.Check) before the
+	// Runner compiles it in this process for the first time, so code that would crash the
+	// compiler or hold it past the compile timeout never reaches the process's own stack. Code
+	// a Compiler compiled ($deploy) passes without a process; other code (stored before compiles
+	// ran in processes) costs one check, remembered for the life of this process (across
+	// reloads). Checked code still costs this
+	// process its compile time once per cache miss: at most about what it took in the compile
+	// process, which the compile timeout bounds. Nil: no check. A Pool ignores it: its workers
+	// compile, within each run's deadline, and a crash there ends only that worker.
+	Compiler *Compiler
 }
 
 // Runner runs bots: one fresh JavaScript runtime per run, compiled programs cached, concurrency
@@ -189,9 +199,15 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 
-	prg, cerr := r.program(&req)
+	prg, cerr := r.program(ctx, &req)
 	if cerr != nil {
 		release()
+		switch {
+		case errors.Is(cerr, ErrCompileBusy):
+			return nil, ErrBusy
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
 		return finish(&Result{Outcome: OutcomeError, Message: cerr.Error(), QueueWait: queueWait}), nil
 	}
 	timeout := req.Timeout
@@ -229,7 +245,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 }
 
 // program returns the compiled program of req, from the cache when it can.
-func (r *Runner) program(req *Request) (*programEntry, error) {
+func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, error) {
 	filename := req.Filename
 	if filename == "" {
 		filename = "index.js"
@@ -243,6 +259,11 @@ func (r *Runner) program(req *Request) (*programEntry, error) {
 	}
 	if e := r.cache.get(req.CacheKey, code); e != nil {
 		return e, nil
+	}
+	if r.opts.Compiler != nil {
+		if err := r.opts.Compiler.Check(ctx, filename, code); err != nil {
+			return nil, fmt.Errorf("loading bot code: %w", err)
+		}
 	}
 	r.compiles.Add(1)
 	prg, err := compileGoja(filename, code)

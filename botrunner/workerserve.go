@@ -37,19 +37,24 @@ const workerMaxStack = 64 << 20
 const workerGCPercent = 400
 
 // workerEnv marks a worker process (see NewPool): a worker never starts workers of its own.
+// Its value is the process's role: "1" for a bot worker, compileRole for a compile process
+// (see Compiler).
 const workerEnv = "FHIRGATE_BOT_WORKER"
 
 // ServeWorker is the whole life of a bot worker process: it serves a Pool over the process's
 // stdin and stdout until stdin closes, which is how the pool stops it. Anything else written
 // to stdout goes to stderr, which the pool logs. SIGINT, SIGTERM and SIGHUP are ignored: the
 // pool decides when a worker ends, and a worker must finish its run while the gateway shuts
-// down gracefully.
+// down gracefully. Started by a Compiler, the same command compiles one bot's source instead.
 func ServeWorker() error {
 	in, out, err := workerPipes()
 	if err != nil {
 		return fmt.Errorf("preparing the worker's pipes: %w", err)
 	}
 	ignoreStopSignals()
+	if os.Getenv(workerEnv) == compileRole {
+		return serveCompile(in, out)
+	}
 	return serveWorker(in, out)
 }
 

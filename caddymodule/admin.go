@@ -89,7 +89,7 @@ func (a *App) adminHandler() http.Handler {
 	return adminapi.New(adminapi.Options{
 		Store: st,
 		Deploy: func(ctx context.Context, botID, filename, code string) (*store.Bot, error) {
-			return deploy.Deploy(ctx, st, botID, filename, code)
+			return deploy.Deploy(ctx, st, a.compiler, botID, filename, code)
 		},
 		RotateKeys: func(ctx context.Context) (string, error) {
 			key, err := a.tokens.Rotate(ctx)

@@ -117,6 +117,17 @@ type App struct {
 	// at ~28 MiB per concurrent run. Default: 4.
 	BotRunsPerWorker int `json:"bot_runs_per_worker,omitempty"`
 
+	// BotCompileTimeout bounds compiling one bot's source (`$deploy`, a
+	// declared bot's `source`). Compiles run in a short-lived child process
+	// (this binary's `caddy fhirgate bot-worker` command), in either
+	// `bot_isolation`, so source crafted to crash or stall the compiler
+	// costs the gateway nothing: the process is killed at this limit, or
+	// crashes on source nested too deeply, and the deploy is answered 400
+	// saying why. A project runs at most 2 compiles at once and all
+	// projects together one per CPU; a deploy that finds no slot within 5s
+	// is answered 429 with Retry-After. Default: 10s.
+	BotCompileTimeout caddy.Duration `json:"bot_compile_timeout,omitempty"`
+
 	// AuditRetention is how long bot AuditEvents are kept. Default: 30 days
 	// (720h).
 	AuditRetention caddy.Duration `json:"audit_retention,omitempty"`
@@ -157,13 +168,14 @@ type App struct {
 	// are not deleted (the admin API may manage them too).
 	Projects map[string]*ProjectConfig `json:"projects,omitempty"`
 
-	store  *storeHandle
-	dir    string
-	tokens *tokens.Service
-	oauth  *oauth.Server
-	runner botrunner.Executor
-	logger *zap.Logger
-	ctx    caddy.Context
+	store    *storeHandle
+	dir      string
+	tokens   *tokens.Service
+	oauth    *oauth.Server
+	runner   botrunner.Executor
+	compiler *botrunner.Compiler
+	logger   *zap.Logger
+	ctx      caddy.Context
 }
 
 // CaddyModule returns the Caddy module information.
@@ -193,6 +205,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.store = h
 
+	if err := a.provisionCompiler(); err != nil {
+		return err
+	}
 	if err := a.applyDeclared(ctx); err != nil {
 		return err
 	}
@@ -209,6 +224,27 @@ const (
 	defaultIsolation   = isolationProcess
 )
 
+// provisionCompiler creates the bot compiler, which starts a process per
+// compile from this executable.
+func (a *App) provisionCompiler() error {
+	if a.BotCompileTimeout < 0 {
+		return fmt.Errorf("invalid bot_compile_timeout '%v': must be positive", time.Duration(a.BotCompileTimeout))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable to compile bots: %w", err)
+	}
+	a.compiler, err = botrunner.NewCompiler(botrunner.CompilerOptions{
+		Command: []string{exe, "fhirgate", botWorkerCommandName},
+		Timeout: time.Duration(a.BotCompileTimeout),
+		Logger:  a.logger.Named("bot_compile"),
+	})
+	if err != nil {
+		return fmt.Errorf("bot compiler: %w", err)
+	}
+	return nil
+}
+
 // provisionBots creates the bot runner: a pool of worker processes or an
 // in-process runner. Workers start on the first run, so provisioning (and
 // `caddy validate`) starts no process.
@@ -217,6 +253,7 @@ func (a *App) provisionBots() error {
 		MaxConcurrent:  a.BotMaxConcurrent,
 		QueueTimeout:   time.Duration(a.BotQueueTimeout),
 		DefaultTimeout: time.Duration(a.BotTimeout),
+		Compiler:       a.compiler, // in process: code not compiled by it is checked once in a process
 	}
 	isolation := a.BotIsolation
 	if isolation == "" {

@@ -147,7 +147,7 @@ func (a *App) applyBot(ctx context.Context, st *store.Store, pid, name string, b
 	if err != nil {
 		return fmt.Errorf("reading source: %w", err)
 	}
-	if _, err := deploy.Deploy(ctx, st, bot.ID, filepath.Base(b.Source), string(code)); err != nil {
+	if _, err := deploy.Deploy(ctx, st, a.compiler, bot.ID, filepath.Base(b.Source), string(code)); err != nil {
 		return err
 	}
 	a.logger.Debug("declared bot ready", zap.String("project", pid), zap.String("bot", name), zap.String("id", bot.ID))

@@ -42,6 +42,7 @@ func init() {
 //		bot_isolation      process|inprocess
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
+//		bot_compile_timeout <duration>
 //		audit_retention    <duration>
 //		bot_max_calls_per_request <n>
 //		bot_async_result_max      <size>
@@ -133,6 +134,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "bot_shutdown_grace":
 			if err := parseDuration(d, &a.BotShutdownGrace); err != nil {
+				return err
+			}
+		case "bot_compile_timeout":
+			if err := parseDuration(d, &a.BotCompileTimeout); err != nil {
 				return err
 			}
 		case "audit_retention":

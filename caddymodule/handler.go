@@ -137,6 +137,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.bots, err = botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Runner:         app.runner,
+		Compiler:       app.compiler,
 		FHIRBase:       fhirBase,
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),

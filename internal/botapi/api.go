@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
@@ -42,6 +43,9 @@ type Options struct {
 	// Runner runs the bots: in process (*botrunner.Runner) or in worker
 	// processes (*botrunner.Pool).
 	Runner botrunner.Executor
+	// Compiler compiles $deploy's source (*botrunner.Compiler: in a child
+	// process, bounded in time and per project).
+	Compiler deploy.Compiler
 	// FHIRBase is the FHIR API's path prefix, e.g. /fhir/R4.
 	FHIRBase string
 	// MaxBody bounds $execute bodies in bytes; larger is 413. Zero means
@@ -93,8 +97,8 @@ type API struct {
 // New returns an API. Call Close (a config reload) or Shutdown (the
 // process's exit) when it is no longer used.
 func New(o Options) (*API, error) {
-	if o.Store == nil || o.Runner == nil {
-		return nil, errors.New("botapi: Store and Runner are required")
+	if o.Store == nil || o.Runner == nil || o.Compiler == nil {
+		return nil, errors.New("botapi: Store, Runner and Compiler are required")
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody

@@ -44,7 +44,7 @@ func TestAsyncJobIsReadableByItsStarterAndAdminsOnly(t *testing.T) {
 	if err := f.st.Create(ctx, bot, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deploy.Deploy(ctx, f.st, bot.ID, "index.js", `exports.handler = async () => "secret result";`); err != nil {
+	if _, err := deploy.Deploy(ctx, f.st, f.api.o.Compiler, bot.ID, "index.js", `exports.handler = async () => "secret result";`); err != nil {
 		t.Fatal(err)
 	}
 	alice := &oauth.Identity{UserID: "alice", LoginID: "l1", ProjectID: project.ID}

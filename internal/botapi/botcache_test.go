@@ -40,7 +40,7 @@ func newBotFixture(t testing.TB) *botFixture {
 	}
 	kv := &countingKV{KV: db}
 	st := store.New(kv, store.Options{})
-	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), FHIRBase: "/fhir/R4"})
+	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t), FHIRBase: "/fhir/R4"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestResolvedBotsFollowWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	const code = `exports.handler = async (m, e) => ({ secret: e.secrets.S ? e.secrets.S.valueString : null, bot: e.bot.display });`
-	if _, err := deploy.Deploy(ctx, f.st, bot.ID, "index.js", code); err != nil {
+	if _, err := deploy.Deploy(ctx, f.st, f.api.o.Compiler, bot.ID, "index.js", code); err != nil {
 		t.Fatal(err)
 	}
 	caller := &oauth.Identity{ProjectID: project.ID}

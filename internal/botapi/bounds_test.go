@@ -71,7 +71,7 @@ func newBoundsFixture(t *testing.T, kv func(store.KV) store.KV, o Options) *boun
 	f.caller = &oauth.Identity{ProjectID: f.project.ID, UserID: "0190b3c2-7a1e-7c3d-9f00-000000000002", Profile: "Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"}
 	core, logs := observer.New(zapcore.DebugLevel)
 	f.logs = logs
-	o.Store, o.Runner, o.FHIRBase, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 16}), "/fhir/R4", zap.New(core)
+	o.Store, o.Runner, o.Compiler, o.FHIRBase, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 16}), newCompiler(t), "/fhir/R4", zap.New(core)
 	o.OnRecordRefused = func(record, reason string) {
 		f.mu.Lock()
 		f.refused[record+"/"+reason]++
@@ -96,7 +96,7 @@ func (f *boundsFixture) bot(t *testing.T, name, code string) *store.Bot {
 	if err := f.st.Create(ctx, bot, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deploy.Deploy(ctx, f.st, bot.ID, "index.js", code); err != nil {
+	if _, err := deploy.Deploy(ctx, f.st, f.api.o.Compiler, bot.ID, "index.js", code); err != nil {
 		t.Fatal(err)
 	}
 	return bot

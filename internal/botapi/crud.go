@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -132,9 +133,12 @@ func (a *API) serveDeploy(w http.ResponseWriter, r *http.Request, id *oauth.Iden
 	if req.Filename == "" {
 		req.Filename = "index.js"
 	}
-	if _, err := deploy.Deploy(r.Context(), a.o.Store, botID, req.Filename, req.Code); err != nil {
+	if _, err := deploy.Deploy(r.Context(), a.o.Store, a.o.Compiler, botID, req.Filename, req.Code); err != nil {
 		var derr *deploy.Error
 		if errors.As(err, &derr) {
+			if derr.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(derr.RetryAfter))
+			}
 			fhir.WriteOutcome(w, derr.Status, derr.Msg)
 			return
 		}

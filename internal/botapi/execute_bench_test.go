@@ -46,10 +46,11 @@ func BenchmarkExecute(b *testing.B) {
 		b.Fatal(err)
 	}
 	const code = "export async function handler(medplum, event) {\n  return event.input;\n}\n"
-	if _, err := deploy.Deploy(ctx, st, bot.ID, "index.ts", code); err != nil {
+	c := newCompiler(b)
+	if _, err := deploy.Deploy(ctx, st, c, bot.ID, "index.ts", code); err != nil {
 		b.Fatal(err)
 	}
-	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), FHIRBase: "/fhir/R4"})
+	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: c, FHIRBase: "/fhir/R4"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func newLifecycleAPI(t *testing.T, grace time.Duration) *API {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kv.Close() })
-	a, err := New(Options{Store: store.New(kv, store.Options{}), Runner: botrunner.New(botrunner.Options{}), ShutdownGrace: grace})
+	a, err := New(Options{Store: store.New(kv, store.Options{}), Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t), ShutdownGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}

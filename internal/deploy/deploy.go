@@ -21,10 +21,13 @@ import (
 )
 
 // Error is a deployment failure caused by the request: the bot does not
-// exist, or its code does not compile. It carries the HTTP status to answer.
+// exist, its code does not compile, or its project has too many compiles
+// running. It carries the HTTP status to answer.
 type Error struct {
 	Status int
 	Msg    string
+	// RetryAfter, when positive, is the Retry-After to answer, in seconds.
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -32,10 +35,18 @@ func (e *Error) Error() string { return e.Msg }
 // HTTPStatus returns the status a client should get for this failure.
 func (e *Error) HTTPStatus() int { return e.Status }
 
+// Compiler compiles a bot's source for the bot's project. The one to use is
+// *botrunner.Compiler, which compiles in a child process: source crafted to
+// crash or stall the compiler must not reach the gateway's own stack.
+type Compiler interface {
+	Compile(ctx context.Context, project, filename, source string) (*botrunner.Program, error)
+}
+
 // Deploy compiles code (TypeScript, ES module or CommonJS, told apart by
-// filename) for the bot botID and stores it. It returns the updated bot.
-// Deploying the same source again is a no-op that returns the bot unchanged.
-func Deploy(ctx context.Context, st *store.Store, botID, filename, code string) (*store.Bot, error) {
+// filename) for the bot botID with c and stores it. It returns the updated
+// bot. Deploying the same source again is a no-op that returns the bot
+// unchanged.
+func Deploy(ctx context.Context, st *store.Store, c Compiler, botID, filename, code string) (*store.Bot, error) {
 	bot, err := store.Get[store.Bot](ctx, st, botID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &Error{Status: http.StatusNotFound, Msg: fmt.Sprintf("Bot/%s not found", botID)}
@@ -48,16 +59,19 @@ func Deploy(ctx context.Context, st *store.Store, botID, filename, code string) 
 		return bot, err
 	}
 
-	prog, err := botrunner.Compile(filename, code)
+	project := bot.Meta.Project
+	prog, err := c.Compile(ctx, project, filename, code)
 	if err != nil {
 		var cerr *botrunner.CompileError
-		if errors.As(err, &cerr) {
+		switch {
+		case errors.As(err, &cerr):
 			return nil, &Error{Status: http.StatusBadRequest, Msg: "compiling bot: " + cerr.Error()}
+		case errors.Is(err, botrunner.ErrCompileBusy):
+			return nil, &Error{Status: http.StatusTooManyRequests, Msg: "too many bot compiles in progress for this project; retry shortly", RetryAfter: 1}
 		}
 		return nil, fmt.Errorf("compiling bot %s: %w", botID, err)
 	}
 
-	project := bot.Meta.Project
 	src, err := putBinary(ctx, st, project, sourceContentType(filename), code)
 	if err != nil {
 		return nil, fmt.Errorf("storing source of bot %s: %w", botID, err)

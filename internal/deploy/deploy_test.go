@@ -36,7 +36,8 @@ func TestDeployStoresSourceAndCompiledCode(t *testing.T) {
 	st, id := newBot(t)
 	ctx := context.Background()
 	src := "export async function handler(m: unknown, e: { input: string }): Promise<string> { return e.input; }"
-	bot, err := Deploy(ctx, st, id, "dir/index.ts", src)
+	c := newCompiler(t)
+	bot, err := Deploy(ctx, st, c, id, "dir/index.ts", src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +56,11 @@ func TestDeployStoresSourceAndCompiledCode(t *testing.T) {
 
 	// The same source again changes nothing; a new source replaces the
 	// code and removes the old Binaries.
-	again, err := Deploy(ctx, st, id, "index.ts", src)
+	again, err := Deploy(ctx, st, c, id, "index.ts", src)
 	if err != nil || again.ExecutableCode.URL != bot.ExecutableCode.URL || again.Meta.VersionID != bot.Meta.VersionID {
 		t.Fatalf("redeploying the same source changed the bot: %+v, %v", again.ExecutableCode, err)
 	}
-	next, err := Deploy(ctx, st, id, "index.js", "exports.handler = async () => 2;")
+	next, err := Deploy(ctx, st, c, id, "index.js", "exports.handler = async () => 2;")
 	if err != nil || next.ExecutableCode.URL == bot.ExecutableCode.URL {
 		t.Fatalf("new source: %+v, %v", next.ExecutableCode, err)
 	}
@@ -74,20 +75,27 @@ func TestDeployStoresSourceAndCompiledCode(t *testing.T) {
 func TestDeployErrors(t *testing.T) {
 	st, id := newBot(t)
 	ctx := context.Background()
+	c := newCompiler(t)
 	tests := []struct {
 		name, bot, file, code string
+		compiler              Compiler
 		status                int
 		contains              string
 	}{
-		{"unknown bot", "nope", "index.ts", "export const handler = () => 1;", http.StatusNotFound, "not found"},
-		{"syntax error names line and column", id, "index.ts", "const a = 1;\nexport const handler = ( => 1;", http.StatusBadRequest, "index.ts:2:"},
+		{"unknown bot", "nope", "index.ts", "export const handler = () => 1;", c, http.StatusNotFound, "not found"},
+		{"syntax error names line and column", id, "index.ts", "const a = 1;\nexport const handler = ( => 1;", c, http.StatusBadRequest, "index.ts:2:"},
+		{"compiler crash", id, "index.js", "exports.handler = () => " + strings.Repeat("[", 300_000) + strings.Repeat("]", 300_000), c, http.StatusBadRequest, "nested too deeply"},
+		{"compiles busy", id, "index.js", "exports.handler = () => 1", busyCompiler{}, http.StatusTooManyRequests, "too many bot compiles"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Deploy(ctx, st, tt.bot, tt.file, tt.code)
+			_, err := Deploy(ctx, st, tt.compiler, tt.bot, tt.file, tt.code)
 			var derr *Error
 			if !errors.As(err, &derr) || derr.HTTPStatus() != tt.status || !strings.Contains(derr.Error(), tt.contains) {
 				t.Fatalf("err = %v, want status %d mentioning %q", err, tt.status, tt.contains)
+			}
+			if tt.status == http.StatusTooManyRequests && derr.RetryAfter <= 0 {
+				t.Fatalf("a 429 without Retry-After: %+v", derr)
 			}
 		})
 	}
