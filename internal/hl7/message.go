@@ -88,10 +88,11 @@ func newFieldIndex(seg int, text string, d Delimiters) *fieldIndex {
 // fields returns the field index of segment i, from the cache or built and
 // cached now.
 func (m *Message) fields(i int) *fieldIndex {
-	if x := m.cache[i&(len(m.cache)-1)].Load(); x != nil && x.seg == i {
-		return x
+	x := m.cache[i&(len(m.cache)-1)].Load()
+	if x == nil || x.seg != i {
+		x = m.indexFields(i)
 	}
-	return m.indexFields(i)
+	return x
 }
 
 // indexFields builds and caches the field index of segment i.

@@ -115,10 +115,20 @@ func (m *Message) index(body string) {
 	if strings.IndexByte(b, '\n') < 0 && !strings.Contains(b, "\r\r") {
 		n := strings.Count(b, "\r") + 1
 		m.starts = make([]int32, n+1)
-		at := 0
-		for k := 1; k < n; k++ {
-			at += strings.IndexByte(b[at:], '\r') + 1
-			m.starts[k] = int32(at)
+		if n > len(b)/16 { // short segments: a byte loop beats a call per segment
+			k := 1
+			for j := 0; j < len(b); j++ {
+				if b[j] == '\r' {
+					m.starts[k] = int32(j + 1)
+					k++
+				}
+			}
+		} else {
+			at := 0
+			for k := 1; k < n; k++ {
+				at += strings.IndexByte(b[at:], '\r') + 1
+				m.starts[k] = int32(at)
+			}
 		}
 		m.starts[n] = int32(len(b) + 1)
 		m.text = b
