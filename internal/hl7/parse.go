@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 )
 
 // ParseError reports input that is not an HL7 v2 message.
@@ -30,7 +31,9 @@ func ParseBytes(b []byte) (*Message, error) {
 }
 
 // Parse parses one HL7 v2 message. The returned message refers to text
-// without copying it.
+// without copying it; beyond text it allocates 4 bytes per segment and,
+// when the segments are not separated by single CRs, one copy of text
+// joined with CRs. Fields are indexed when a segment is first read.
 //
 // A UTF-8 byte order mark, MLLP framing and line breaks before MSH are
 // skipped. After that the text must start with "MSH", a valid field
@@ -38,7 +41,7 @@ func ParseBytes(b []byte) (*Message, error) {
 // header is accepted as is (HL7 receivers are expected to be lenient with
 // unknown segments and fields).
 func Parse(text string) (*Message, error) {
-	if len(text) > math.MaxInt32 {
+	if len(text) >= math.MaxInt32 {
 		return nil, &ParseError{Line: 1, Msg: "message larger than 2 GiB"}
 	}
 	start, end := frame(text)
@@ -97,85 +100,89 @@ func frame(text string) (start, end int) {
 	return start, end
 }
 
-// index splits body into segments and records where each field ends. It is
-// the only pass over the whole message: one comparison per byte through a
-// lookup table, appending to two slices sized from the input length.
+// index records where each segment of body starts. For body that uses
+// single CRs (as HL7 prescribes), m.text is body itself; otherwise index
+// joins the non-empty lines with CR into one copy. Both paths count the
+// segments first and allocate m.starts once, at its final size, so a message
+// of tiny segments costs four bytes per segment and never a doubling slice.
+// Fields are not looked at: Segment methods index them when read.
 func (m *Message) index(body string) {
-	var class [256]byte
-	const (
-		plain = iota
-		fieldSep
-		lineBreak
-		escape
-	)
-	class[m.delims.Field] = fieldSep // never CR or LF: see validDelimiter
-	class['\r'] = lineBreak
-	class['\n'] = lineBreak
-	if m.delims.Escape != 0 {
-		class[m.delims.Escape] = escape
+	end := len(body)
+	for end > 0 && (body[end-1] == '\r' || body[end-1] == '\n') {
+		end--
 	}
-
-	// Typical messages average 8-12 bytes per field and 60-120 per segment.
-	m.ends = make([]int32, 0, len(body)/8+16)
-	m.segs = make([]segment, 0, len(body)/64+4)
-	canonical := true // segments separated by exactly one CR
-	prevEnd := -1
-	segStart := 0
-	esc := false // the current segment contains the escape character
-	n := len(body)
-	i := 0
-	for {
-		for i < n && class[body[i]] == plain {
-			i++
-		}
-		if i < n {
-			switch class[body[i]] {
-			case fieldSep:
-				m.ends = append(m.ends, int32(i-segStart))
-				i++
-				continue
-			case escape:
-				esc = true
-				i++
-				continue
+	b := body[:end] // starts with "MSH": not empty
+	if strings.IndexByte(b, '\n') < 0 && !strings.Contains(b, "\r\r") {
+		n := strings.Count(b, "\r") + 1
+		m.starts = make([]int32, n+1)
+		if n > len(b)/16 { // short segments: a byte loop beats a call per segment
+			k := 1
+			for j := 0; j < len(b); j++ {
+				if b[j] == '\r' {
+					m.starts[k] = int32(j + 1)
+					k++
+				}
+			}
+		} else {
+			at := 0
+			for k := 1; k < n; k++ {
+				at += strings.IndexByte(b[at:], '\r') + 1
+				m.starts[k] = int32(at)
 			}
 		}
-		// A line break or the end of the text.
-		if i > segStart { // not a blank line
-			if prevEnd >= 0 && (segStart != prevEnd+1 || body[prevEnd] != '\r') {
-				canonical = false
-			}
-			m.ends = append(m.ends, int32(i-segStart))
-			m.addSegment(body[segStart:i], esc)
-			prevEnd = i
-		}
-		if i >= n {
-			break
-		}
-		i++
-		segStart = i
-		esc = false
-	}
-	if canonical {
-		m.str = body[:prevEnd]
+		m.starts[n] = int32(len(b) + 1)
+		m.text = b
+		m.str = b
 	} else {
-		// Join now rather than on first String call, so a parsed message is
-		// never written to and can be read from many goroutines.
-		m.str = m.join()
+		m.indexLines(b)
 	}
+	size := min(len(m.starts)-1, maxCache)
+	slots := 1
+	for slots < size {
+		slots *= 2
+	}
+	m.cache = make([]atomic.Pointer[fieldIndex], slots)
 }
 
-// addSegment appends a segment whose field ends were just appended to m.ends.
-func (m *Message) addSegment(text string, esc bool) {
-	lo := 0
-	if len(m.segs) > 0 {
-		lo = int(m.segs[len(m.segs)-1].hi)
+// indexLines indexes b, which has LF, CRLF or blank lines, into a copy whose
+// segments are separated by single CRs. Parse does this at once rather
+// than on the first String call, so that a parsed message is never written
+// to and can be read from many goroutines.
+func (m *Message) indexLines(b string) {
+	// Pass 1: the number of non-empty lines and the size of the copy.
+	n, size := 0, -1
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && b[j] != '\r' && b[j] != '\n' {
+			j++
+		}
+		if j > i {
+			n++
+			size += j - i + 1
+		}
+		i = j + 1
 	}
-	m.segs = append(m.segs, segment{
-		text: text,
-		lo:   int32(lo),
-		hi:   int32(len(m.ends)),
-		msh:  m.ends[lo] == 3 && text[:3] == "MSH",
-		esc:  esc,
-	})
+	// Pass 2: copy them.
+	m.starts = make([]int32, n+1)
+	var t strings.Builder
+	t.Grow(size)
+	k := 0
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && b[j] != '\r' && b[j] != '\n' {
+			j++
+		}
+		if j > i {
+			if k > 0 {
+				t.WriteByte('\r')
+			}
+			m.starts[k] = int32(t.Len())
+			t.WriteString(b[i:j])
+			k++
+		}
+		i = j + 1
+	}
+	m.starts[n] = int32(t.Len() + 1)
+	m.text = t.String()
+	m.str = m.text
 }

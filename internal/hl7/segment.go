@@ -21,7 +21,7 @@ func (s Segment) String() string {
 	if s.m == nil {
 		return ""
 	}
-	return s.m.segs[s.i].text
+	return s.m.segText(s.i)
 }
 
 // Index returns the segment's 0-based position in its message.
@@ -33,9 +33,9 @@ func (s Segment) FieldCount() int {
 	if s.m == nil {
 		return 0
 	}
-	seg := &s.m.segs[s.i]
-	n := int(seg.hi - seg.lo)
-	if seg.msh {
+	x := s.m.fields(s.i)
+	n := len(x.ends)
+	if x.msh {
 		return n // MSH-1 is the separator between the name and MSH-2
 	}
 	return n - 1
@@ -50,40 +50,38 @@ func (s Segment) Field(i int) Field {
 	if s.m == nil || i < 0 {
 		return Field{}
 	}
-	seg := &s.m.segs[s.i]
+	x := s.m.fields(s.i)
 	d := s.m.delims
 	k := i // index into the split text
-	if seg.msh {
+	if x.msh {
 		switch {
 		case i == 1:
-			if len(seg.text) > 3 {
-				return Field{raw: seg.text[3:4], d: d, literal: true, exists: true}
+			if len(x.text) > 3 {
+				return Field{raw: x.text[3:4], d: d, literal: true, exists: true}
 			}
 			return Field{raw: string(d.Field), d: d, literal: true, exists: true}
 		case i == 2:
-			if seg.hi-seg.lo < 2 {
+			if len(x.ends) < 2 {
 				return Field{d: d}
 			}
-			return Field{raw: s.rawField(1), d: d, literal: true, exists: true}
+			return Field{raw: x.field(1), d: d, literal: true, exists: true}
 		case i > 2:
 			k = i - 1
 		}
 	}
-	if k >= int(seg.hi-seg.lo) {
+	if k >= len(x.ends) {
 		return Field{d: d}
 	}
-	return Field{raw: s.rawField(k), d: d, m: s.m, seg: int32(s.i), idx: int32(k), exists: true, noEsc: !seg.esc}
+	return Field{raw: x.field(k), d: d, m: s.m, seg: int32(s.i), idx: int32(k), exists: true, noEsc: !x.esc}
 }
 
-// rawField returns the k-th text between field separators (0 = the name).
-func (s Segment) rawField(k int) string {
-	seg := &s.m.segs[s.i]
-	ends := s.m.ends[seg.lo:seg.hi]
+// field returns the k-th text between field separators (0 = the name).
+func (x *fieldIndex) field(k int) string {
 	start := 0
 	if k > 0 {
-		start = int(ends[k-1]) + 1
+		start = int(x.ends[k-1]) + 1
 	}
-	return seg.text[start:ends[k]]
+	return x.text[start:x.ends[k]]
 }
 
 // Component returns the decoded value of a component of field i; see
@@ -110,9 +108,8 @@ func (s Segment) SetFieldRaw(i int, raw string) bool {
 	if s.m == nil || i < 1 {
 		return false
 	}
-	seg := &s.m.segs[s.i]
 	k := i
-	if seg.msh {
+	if s.m.fields(s.i).msh {
 		if i <= 2 {
 			return false
 		}
@@ -131,10 +128,10 @@ func (s Segment) SetFieldRaw(i int, raw string) bool {
 // replaceField returns the segment text with the k-th split field replaced,
 // padding with empty fields.
 func (s Segment) replaceField(k int, raw string) string {
-	seg := &s.m.segs[s.i]
-	n := int(seg.hi - seg.lo)
+	x := s.m.fields(s.i)
+	n := len(x.ends)
 	fs := s.m.delims.Field
-	text := seg.text
+	text := x.text
 	if k >= n {
 		b := make([]byte, 0, len(text)+k-n+1+len(raw))
 		b = append(b, text...)
@@ -143,12 +140,11 @@ func (s Segment) replaceField(k int, raw string) string {
 		}
 		return string(append(b, raw...))
 	}
-	ends := s.m.ends[seg.lo:seg.hi]
 	start := 0
 	if k > 0 {
-		start = int(ends[k-1]) + 1
+		start = int(x.ends[k-1]) + 1
 	}
-	return text[:start] + raw + text[ends[k]:]
+	return text[:start] + raw + text[x.ends[k]:]
 }
 
 // SetComponent sets one component of field i; see Field.SetComponent
