@@ -43,6 +43,9 @@ func TestParsedInputIsAtMostFourTimesTheBody(t *testing.T) {
 		{"FHIR of many members", MediaFHIR, `{"resourceType":"Patient",` + strings.Repeat(`"a":1,`, mib/6) + `"z":1}`},
 		{"form of many fields", MediaForm, strings.TrimSuffix(form.String(), "&")},
 		{"text", MediaText, strings.Repeat("x", mib)},
+		{"HL7 of tiny segments", MediaHL7, `MSH|^~\&|A` + strings.Repeat("\rZ", mib/2)},
+		{"HL7 of tiny segments, LF", MediaHL7, `MSH|^~\&|A` + strings.Repeat("\nZ", mib/2)},
+		{"HL7 of tiny fields", MediaHL7, `MSH|^~\&|A` + "\rPID" + strings.Repeat("|", mib)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := parseAllocs(t, tc.contentType, tc.body)
