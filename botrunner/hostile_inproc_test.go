@@ -1,0 +1,39 @@
+package botrunner
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestEncodeIntoRefusesHostileViews: encodeInto reads its destination's buffer, byteOffset and
+// byteLength as properties, so a bot can hand it any numbers. Offsets and lengths whose sum
+// overflows int64 once reached a Go slice-bounds panic; every such view is a TypeError now.
+func TestEncodeIntoRefusesHostileViews(t *testing.T) {
+	views := map[string]string{
+		"2^62 + 2^62":     `{ buffer: new ArrayBuffer(8), byteOffset: 2 ** 62, byteLength: 2 ** 62 }`,
+		"small + 2^63-1":  `{ buffer: new ArrayBuffer(8), byteOffset: 4, byteLength: 2 ** 63 }`,
+		"2^63 + small":    `{ buffer: new ArrayBuffer(8), byteOffset: 2 ** 63, byteLength: 4 }`,
+		"past the end":    `{ buffer: new ArrayBuffer(8), byteOffset: 6, byteLength: 4 }`,
+		"offset past end": `{ buffer: new ArrayBuffer(8), byteOffset: 9, byteLength: 0 }`,
+		"negative":        `{ buffer: new ArrayBuffer(8), byteOffset: -1, byteLength: 4 }`,
+		"huge view":       `Object.defineProperty(new Uint8Array(8), 'byteLength', { value: 2 ** 62 })`,
+	}
+	r := New(Options{})
+	for name, view := range views {
+		t.Run(name, func(t *testing.T) {
+			res := run(t, r, `export async function handler(): Promise<any> {
+				try { new TextEncoder().encodeInto('abc', `+view+` as any); return 'encoded' } catch (e: any) { return e.name + ': ' + e.message }
+			}`, jsonEvent(t, `{}`))
+			if res.Outcome != OutcomeSuccess || !strings.HasPrefix(string(res.Body), "TypeError") {
+				t.Fatalf("%v %q: %s", res.Outcome, res.Message, res.Body)
+			}
+		})
+	}
+	// A view inside its buffer still works.
+	res := run(t, r, `export async function handler(): Promise<any> {
+		const b = new Uint8Array(8); const r = new TextEncoder().encodeInto('xy', b.subarray(6, 8)); return [r.written, b[6], b[7]].join()
+	}`, jsonEvent(t, `{}`))
+	if string(res.Body) != "2,120,121" {
+		t.Fatalf("%v %q: %s", res.Outcome, res.Message, res.Body)
+	}
+}
