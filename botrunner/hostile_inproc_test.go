@@ -3,6 +3,7 @@ package botrunner
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEncodeIntoRefusesHostileViews: encodeInto reads its destination's buffer, byteOffset and
@@ -35,5 +36,27 @@ func TestEncodeIntoRefusesHostileViews(t *testing.T) {
 	}`, jsonEvent(t, `{}`))
 	if string(res.Body) != "2,120,121" {
 		t.Fatalf("%v %q: %s", res.Outcome, res.Message, res.Body)
+	}
+}
+
+// TestHugeErrorMessagesAreCutInBothModes: a bot that throws a 20 MB message is answered with at
+// most maxErrorMessage bytes of it, in process as from a worker (one function bounds both).
+func TestHugeErrorMessagesAreCutInBothModes(t *testing.T) {
+	prog := mustCompile(t, "index.js", `exports.handler = () => { throw new Error('x'.repeat(20e6)) }`)
+	runners := map[string]Executor{
+		"inprocess": New(Options{}),
+		"process":   newTestPool(t, PoolOptions{}),
+	}
+	for name, r := range runners {
+		t.Run(name, func(t *testing.T) {
+			res, err := r.Run(ctxT(t), Request{Code: prog.JS, CacheKey: "huge", Timeout: 10 * time.Second, Event: jsonEvent(t, `{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != OutcomeError || !strings.HasSuffix(res.Message, "[truncated]") ||
+				len(res.Message) > maxErrorMessage+100 || len(res.Body) > maxErrorMessage+1000 {
+				t.Fatalf("%v: message of %d bytes, body of %d", res.Outcome, len(res.Message), len(res.Body))
+			}
+		})
 	}
 }

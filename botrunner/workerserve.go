@@ -223,7 +223,6 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 			msg.noResult = true
 		} else {
 			msg.res, msg.abandoned = *res, res.abandoned
-			s.boundMessage(&msg.res)
 		}
 	}
 	s.mu.Lock()
@@ -263,19 +262,6 @@ func (s *workerServer) program(r *workerRun, m *runMsg) (*programEntry, *Result)
 	e := &programEntry{prg: prg, filename: m.filename, size: len(code)}
 	s.programs.put(m.digest, e)
 	return e, nil
-}
-
-// maxWorkerMessage bounds an error message sent to the pool, which bounds its frames: a bot
-// can throw an error whose message is as large as its memory.
-const maxWorkerMessage = 64 << 10
-
-func (s *workerServer) boundMessage(res *Result) {
-	if res.Outcome == OutcomeSuccess || len(res.Message) <= maxWorkerMessage {
-		return
-	}
-	res.Message = truncate(res.Message, maxWorkerMessage) + " [truncated]"
-	res.Body = nil
-	finish(res)
 }
 
 // shrink returns memory to the system after a run that left a large heap behind, so an idle
