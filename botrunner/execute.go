@@ -118,6 +118,7 @@ func (x *execution) run() (res *Result) {
 		rt.Interrupt(x.stopped)
 	}
 	x.mu.Unlock()
+	x.guardRegExps()
 
 	v, err := x.callHandler()
 	if err != nil {

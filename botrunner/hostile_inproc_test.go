@@ -60,3 +60,60 @@ func TestHugeErrorMessagesAreCutInBothModes(t *testing.T) {
 		})
 	}
 }
+
+// TestBacktrackingRegExpsEndWithAnError: a catastrophically backtracking regular expression
+// (regexp2, which goja uses for backreferences) stops after regexpMatchTimeout (at most) and the bot sees a
+// RangeError, whichever method ran it and whether the pattern was a literal or built at run
+// time; never a silent "no match". The run's own timeout is far longer, so what ends these runs
+// is the match limit. A replacer function's time does not count as matching.
+func TestBacktrackingRegExpsEndWithAnError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("each case takes regexpMatchTimeout")
+	}
+	const s = `'a'.repeat(60) + 'b'`
+	cases := map[string]string{
+		"literal test":     `/^(a+)+\1$/.test(` + s + `)`,
+		"new RegExp":       `new RegExp('^(a+)+\\1$').test(` + s + `)`,
+		"String.match":     `(` + s + `).match(/^(a+)+\1$/)`,
+		"String.replace":   `(` + s + `).replace(/^(a+)+\1$/g, 'x')`,
+		"String.search":    `(` + s + `).search(/^(a+)+\1$/)`,
+		"String.split":     `(` + s + `).split(/^(a+)+\1$/)`,
+		"String.matchAll":  `[...(` + s + `).matchAll(/^(a+)+\1$/g)]`,
+		"sticky lastIndex": `(() => { const r = /(a+)+\1$/y; r.lastIndex = 1; return r.test(` + s + `) })()`,
+	}
+	r := New(Options{})
+	t.Run("cases", func(t *testing.T) {
+		for name, expr := range cases {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				res, err := r.Run(ctxT(t), Request{Code: mustCompile(t, "index.ts", `export async function handler(): Promise<any> {
+				try { return JSON.stringify(`+expr+`) } catch (e: any) { return e.name + ': ' + e.message }
+			}`).JS, CacheKey: name, Timeout: time.Minute, Event: jsonEvent(t, `{}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(string(res.Body), "RangeError: regular expression took longer") {
+					t.Fatalf("%v %q: %s after %v", res.Outcome, res.Message, res.Body, time.Since(start))
+				}
+				// Generous: the match stops at regexpMatchTimeout plus regexp2's clock period (100 ms).
+				if d := time.Since(start); d > regexpMatchTimeout+5*time.Second {
+					t.Errorf("took %v", d)
+				}
+			})
+		}
+	})
+	// Workers run this package too.
+	res, err := newTestPool(t, PoolOptions{}).Run(ctxT(t), Request{Code: mustCompile(t, "index.js",
+		`exports.handler = () => /^(a+)+\1$/.test('a'.repeat(60) + 'b')`).JS, Timeout: time.Minute, Event: jsonEvent(t, `{}`)})
+	if err != nil || res.Outcome != OutcomeError || !strings.Contains(res.Message, "regular expression took longer") {
+		t.Fatalf("worker: %+v, %v", res, err)
+	}
+	// Slow replacer functions are not slow matching.
+	res = run(t, r, `export async function handler(): Promise<any> {
+		return 'a-b'.replace(/(?<=a)-(?=b)/, () => { const end = Date.now() + 2500; while (Date.now() < end); return '+' })
+	}`, jsonEvent(t, `{}`))
+	if string(res.Body) != "a+b" {
+		t.Fatalf("%v %q: %s", res.Outcome, res.Message, res.Body)
+	}
+}
