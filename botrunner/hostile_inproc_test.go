@@ -1,7 +1,12 @@
 package botrunner
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -115,5 +120,73 @@ func TestBacktrackingRegExpsEndWithAnError(t *testing.T) {
 	}`, jsonEvent(t, `{}`))
 	if string(res.Body) != "a+b" {
 		t.Fatalf("%v %q: %s", res.Outcome, res.Message, res.Body)
+	}
+}
+
+// nativeStuckClient stands for a native call that ignores the run's interrupt and context: its
+// Do returns only when release is closed.
+type nativeStuckClient struct{ release chan struct{} }
+
+func (c nativeStuckClient) Do(context.Context, string, string, url.Values, []byte, string, http.Header) (int, string, []byte, error) {
+	<-c.release
+	return 200, ContentTypeFHIR, []byte(`{"resourceType":"Patient","id":"1"}`), nil
+}
+
+// TestStuckRunsGiveTheirSlotBack: a run stuck in native code past its deadline is answered
+// abandonGrace later and its slot is free for other runs at once, not when the native call
+// returns. While MaxConcurrent runs are stuck, new runs are refused with ErrBusy, which bounds
+// the goroutines running bot code; they are accepted again once the stuck runs end.
+func TestStuckRunsGiveTheirSlotBack(t *testing.T) {
+	r := New(Options{MaxConcurrent: 2, QueueTimeout: 200 * time.Millisecond})
+	stuckProg := mustCompile(t, "index.js", `exports.handler = async (m) => (await m.readResource('Patient', '1')).id`)
+	client := nativeStuckClient{release: make(chan struct{})}
+	stuck := func() *Result {
+		res, err := r.Run(ctxT(t), Request{Code: stuckProg.JS, CacheKey: "stuck", Timeout: 100 * time.Millisecond, Medplum: client, Event: jsonEvent(t, `{}`)})
+		if err != nil || res.Outcome != OutcomeTimeout {
+			t.Fatalf("stuck run: %+v, %v", res, err)
+		}
+		return res
+	}
+	stuck()
+	if got := r.stuck.Load(); got != 1 {
+		t.Fatalf("%d stuck runs counted", got)
+	}
+
+	// Both slots serve other runs while the first run's goroutine is still stuck.
+	holding := newBlockingClient()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.Run(ctxT(t), Request{Code: stuckProg.JS, CacheKey: "stuck", Timeout: 5 * time.Second, Medplum: holding, Event: jsonEvent(t, `{}`)})
+			if err == nil && res.Outcome != OutcomeSuccess {
+				err = errors.New(res.Message)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		<-holding.entered
+	}
+	close(holding.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("run beside a stuck one: %v", err)
+		}
+	}
+
+	// MaxConcurrent stuck runs: new runs are refused until they end.
+	stuck()
+	if _, err := r.Run(ctxT(t), Request{Code: `exports.handler = () => 1`, CacheKey: "one", Event: jsonEvent(t, `{}`)}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("run with every slot's worth of stuck runs: %v, want ErrBusy", err)
+	}
+	close(client.release)
+	waitFor(t, func() bool { return r.stuck.Load() == 0 })
+	if res, err := r.Run(ctxT(t), Request{Code: `exports.handler = () => 1`, CacheKey: "one", Event: jsonEvent(t, `{}`)}); err != nil || string(res.Body) != "1" {
+		t.Fatalf("run after the stuck ones ended: %+v, %v", res, err)
 	}
 }

@@ -19,8 +19,13 @@ const (
 )
 
 // abandonGrace is how long Run keeps waiting after interrupting a bot. goja stops JavaScript at
-// once, but not a long native call (a huge JSON.stringify, a backtracking regular expression);
-// after the grace period Run answers anyway and the run keeps its slot until it really ends.
+// once, but not a long native call (a huge JSON.stringify, a large sort's comparisons in Go);
+// after the grace period Run answers anyway and gives the run's slot back, so a bot stuck in
+// native code cannot hold slots, and with them every project's runs, past its deadline. The
+// goroutine goes on until the native call returns; the runner counts these abandoned goroutines
+// and, while MaxConcurrent of them are still going, refuses new runs with ErrBusy (see Run), so
+// at most 2 × MaxConcurrent goroutines run bot code at any time. Regular expressions stop within
+// regexpMatchTimeout, so they are never stuck for long.
 const abandonGrace = time.Second
 
 // ErrBusy means every slot stayed taken for QueueTimeout. Answer 429 with Retry-After.
@@ -60,6 +65,7 @@ type Runner struct {
 	heap    *heapWatch // nil when the watchdog is off
 
 	compiles atomic.Int64 // programs compiled by Run, for tests
+	stuck    atomic.Int64 // runs answered after abandonGrace whose goroutine still runs
 }
 
 // New returns a Runner with o's zero fields set to their defaults.
@@ -178,6 +184,9 @@ type Result struct {
 // deadline passes during the run, the Result is an OutcomeTimeout and the error is nil.
 func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
+	if n := r.stuck.Load(); n >= int64(r.opts.MaxConcurrent) {
+		return nil, fmt.Errorf("%w (%d runs are stuck in native code past their deadline)", ErrBusy, n)
+	}
 	release, err := r.slots.acquire(ctx, req.BotID, req.MaxConcurrent, r.opts.QueueTimeout)
 	if err != nil {
 		return nil, err
@@ -196,25 +205,48 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 
 	x := newExecution(r, ctx, &req, prg, timeout)
 	if r.heap != nil {
-		r.heap.add(x)
-		defer r.heap.remove(x)
+		r.heap.add(x) // removed when the goroutine ends: an abandoned run still allocates
 	}
 	timer := time.AfterFunc(timeout, func() { x.stop(stopTimeout) })
 	defer timer.Stop()
 	stopWatching := context.AfterFunc(ctx, func() { x.stopFor(ctx) })
 	defer stopWatching()
 
+	// state says who gives the slot back: the goroutine when the run ends (running → ended), or
+	// Run when it abandons the run (running → abandoned), and then the goroutine only uncounts
+	// itself when it finally ends.
+	const (
+		running int32 = iota
+		ended
+		abandoned
+	)
+	var state atomic.Int32
 	done := make(chan *Result, 1)
 	r.workers.submit(func() {
-		defer release()
+		defer func() {
+			if r.heap != nil {
+				r.heap.remove(x)
+			}
+			if state.CompareAndSwap(running, ended) {
+				release()
+			} else {
+				r.stuck.Add(-1)
+			}
+		}()
 		done <- x.run()
 	})
 	var res *Result
 	select {
 	case res = <-done:
 	case <-x.stuck:
-		res = x.abandoned()
-		res.abandoned = true
+		if state.CompareAndSwap(running, abandoned) {
+			r.stuck.Add(1)
+			release()
+			res = x.abandoned()
+			res.abandoned = true
+		} else {
+			res = <-done // it ended just now
+		}
 	}
 	res.QueueWait = queueWait
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
