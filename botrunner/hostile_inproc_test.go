@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,5 +190,54 @@ func TestStuckRunsGiveTheirSlotBack(t *testing.T) {
 	waitFor(t, func() bool { return r.stuck.Load() == 0 })
 	if res, err := r.Run(ctxT(t), Request{Code: `exports.handler = () => 1`, CacheKey: "one", Event: jsonEvent(t, `{}`)}); err != nil || string(res.Body) != "1" {
 		t.Fatalf("run after the stuck ones ended: %+v, %v", res, err)
+	}
+}
+
+// TestHeapBudgetStopsBotsFarBelowTheProcessLimit: in process, the watchdog's limit is the heap
+// the process holds with no bot running plus HeapBudget, not a fraction of GOMEMLIMIT. Each bomb
+// stops with "memory limit exceeded" while the heap's peak stays within twice the budget above
+// the idle heap (the slack: a collection's lag and one allocation in flight). MaxHeapBytes is a
+// backstop at 8 budgets, so that the test cannot eat the machine when the budget is ignored.
+func TestHeapBudgetStopsBotsFarBelowTheProcessLimit(t *testing.T) {
+	const budget = 64 << 20
+	bombs := map[string]string{
+		"strings":      `const a: string[] = []; for (;;) a.push('x'.repeat(1e6) + a.length)`,
+		"typed arrays": `const a: Uint8Array[] = []; for (;;) a.push(new Uint8Array(4e6).fill(1))`,
+		"objects":      `const a: any[] = []; for (let i = 0; ; i++) a.push({ i, s: 'y' + i })`,
+	}
+	for name, src := range bombs {
+		t.Run(name, func(t *testing.T) {
+			idle := liveHeap()
+			r := New(Options{HeapBudget: budget, MaxHeapBytes: int64(idle) + 8*budget})
+			var peak atomic.Uint64
+			done := make(chan struct{})
+			go func() {
+				s := []metrics.Sample{{Name: heapObjectsMetric}}
+				for {
+					select {
+					case <-done:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					metrics.Read(s)
+					if v := s[0].Value.Uint64(); v > peak.Load() {
+						peak.Store(v)
+					}
+				}
+			}()
+			res, err := r.Run(ctxT(t), Request{Code: mustCompile(t, "index.ts", `export function handler() { `+src+` }`).JS, Timeout: 30 * time.Second})
+			close(done)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grown := int64(peak.Load()) - int64(idle)
+			t.Logf("heap grew by %d MiB at most (budget %d MiB)", grown>>20, budget>>20)
+			if res.Outcome != OutcomeError || !strings.Contains(res.Message, "memory limit exceeded (running bots grew the heap by more than 64 MiB)") {
+				t.Fatalf("%v %q", res.Outcome, res.Message)
+			}
+			if grown > 2*budget {
+				t.Errorf("heap grew by %d MiB, more than twice the budget", grown>>20)
+			}
+		})
 	}
 }

@@ -53,7 +53,20 @@ type Options struct {
 	// Default (0): 90% of the Go memory limit (GOMEMLIMIT, which Caddy derives from the
 	// cgroup or system memory) when one is set, else off. Negative: off.
 	MaxHeapBytes int64
+	// HeapBudget is how much running bots together may add to the process's live heap, so that
+	// bots in the gateway's process have a budget of their own far below the gateway's limit.
+	// The watchdog's limit is then the live heap of the process while no bot runs (sampled when
+	// a run starts on an idle runner, from a collection that ran after the last run ended) plus
+	// HeapBudget, or MaxHeapBytes when that is lower. goja does not account memory per runtime,
+	// so this is a shared budget: when the running bots together pass it, all of them stop.
+	// A single native allocation (a huge string or typed array made in one call) is not
+	// interrupted; it is seen once it returns. Default: DefaultHeapBudget. Negative: no budget
+	// (only MaxHeapBytes).
+	HeapBudget int64
 }
+
+// DefaultHeapBudget is the default HeapBudget, the same as a worker's default memory.
+const DefaultHeapBudget = 256 << 20
 
 // Runner runs bots: one fresh JavaScript runtime per run, compiled programs cached, concurrency
 // bounded globally and per bot. It is safe for concurrent use.
@@ -77,8 +90,12 @@ func New(o Options) *Runner {
 		cache:   newProgramCache(o.ProgramCacheSize),
 		workers: workerPool{jobs: make(chan func())},
 	}
-	if o.MaxHeapBytes > 0 {
-		r.heap = newHeapWatch(uint64(o.MaxHeapBytes),
+	switch {
+	case o.HeapBudget > 0:
+		r.heap = newHeapWatch(uint64(max(o.MaxHeapBytes, 0)), uint64(o.HeapBudget),
+			fmt.Sprintf("bot execution stopped: memory limit exceeded (running bots grew the heap by more than %d MiB)", o.HeapBudget>>20))
+	case o.MaxHeapBytes > 0:
+		r.heap = newHeapWatch(uint64(o.MaxHeapBytes), 0,
 			fmt.Sprintf("bot execution stopped: memory limit exceeded (the heap grew past %d MiB)", o.MaxHeapBytes>>20))
 	}
 	return r
@@ -106,6 +123,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHeapBytes == 0 {
 		o.MaxHeapBytes = defaultMaxHeap()
+	}
+	if o.HeapBudget == 0 {
+		o.HeapBudget = DefaultHeapBudget
 	}
 	return o
 }

@@ -130,6 +130,7 @@ func (s *workerServer) configure(init *initMsg) {
 		MaxConsoleBytes: init.maxConsoleBytes,
 		MaxResultBytes:  init.maxResultBytes,
 		MaxHeapBytes:    heap,
+		HeapBudget:      -1, // the worker's whole memory is the bot's: MaxHeapBytes bounds it
 	})
 	if s.runner.heap != nil {
 		s.runner.heap.message = fmt.Sprintf("bot execution stopped: memory limit exceeded (bot worker memory %d MiB)", init.memory>>20)
