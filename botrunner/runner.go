@@ -101,6 +101,9 @@ func New(o Options) *Runner {
 	return r
 }
 
+// HeapBudget is the heap budget of the runner's bots (Options.HeapBudget after defaults).
+func (r *Runner) HeapBudget() int64 { return r.opts.HeapBudget }
+
 // withDefaults returns o with its zero fields set to their defaults.
 func (o Options) withDefaults() Options {
 	if o.MaxConcurrent <= 0 {

@@ -39,6 +39,7 @@ func init() {
 //		bot_max_concurrent <n>
 //		bot_queue_timeout  <duration>
 //		bot_isolation      process|inprocess
+//		bot_memory         <size>
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
 //		audit_retention    <duration>
@@ -142,18 +143,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "bot_worker_memory":
-			if a.BotWorkerMemory != 0 {
-				return d.Err("bot_worker_memory already specified")
+			if err := parseSize(d, &a.BotWorkerMemory); err != nil {
+				return err
 			}
-			var arg string
-			if !d.AllArgs(&arg) {
-				return d.ArgErr()
+		case "bot_memory":
+			if err := parseSize(d, &a.BotMemory); err != nil {
+				return err
 			}
-			size, err := humanize.ParseBytes(arg)
-			if err != nil || size == 0 || size > 1<<40 {
-				return d.Errf("invalid bot_worker_memory '%s': want a size such as 256MiB or 1GB", arg)
-			}
-			a.BotWorkerMemory = int64(size)
 		case "bot_runs_per_worker":
 			if err := parsePositiveInt(d, &a.BotRunsPerWorker); err != nil {
 				return err
@@ -323,6 +319,24 @@ func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 }
 
 // parsePositiveInt reads one positive integer argument into dst.
+// parseSize reads a byte size such as 256MiB or 1GB into dst.
+func parseSize(d *caddyfile.Dispenser, dst *int64) error {
+	if *dst != 0 {
+		return d.Errf("%s already specified", d.Val())
+	}
+	name := d.Val()
+	var arg string
+	if !d.AllArgs(&arg) {
+		return d.ArgErr()
+	}
+	size, err := humanize.ParseBytes(arg)
+	if err != nil || size == 0 || size > 1<<40 {
+		return d.Errf("invalid %s '%s': want a size such as 256MiB or 1GB", name, arg)
+	}
+	*dst = int64(size)
+	return nil
+}
+
 func parsePositiveInt(d *caddyfile.Dispenser, dst *int) error {
 	if *dst != 0 {
 		return d.Errf("%s already specified", d.Val())
