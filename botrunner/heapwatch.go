@@ -29,7 +29,8 @@ const (
 // forcedGCInterval spaces the collections the watchdog forces. The live figure is only as fresh
 // as the last collection, and far below GOMEMLIMIT the runtime collects when the heap has
 // doubled, so a bot could hold nearly twice its budget before a collection notices; when the
-// heap's objects pass the limit the watchdog collects itself, at most this often.
+// heap's objects pass the limit (or the live figure does, which may be stale) the watchdog
+// collects itself, at most this often, and judges by the fresh figure.
 const forcedGCInterval = 50 * time.Millisecond
 
 // heapWatch interrupts every registered run while the live heap is over limit. Its goroutine
@@ -149,7 +150,10 @@ func (w *heapWatch) watch() {
 			runtime.GC()
 		}
 		live, objects, _ := readHeap()
-		if live <= limit && objects > limit && w.budget > 0 && time.Since(lastGC) >= forcedGCInterval {
+		if (live > limit || objects > limit && w.budget > 0) && time.Since(lastGC) >= forcedGCInterval {
+			// Judge by a fresh collection: the live figure may still count what runs that have
+			// ended held (the last collection ran before they did), and runs that are not
+			// over must not be stopped for them.
 			runtime.GC()
 			lastGC = time.Now()
 			live, _, _ = readHeap()
