@@ -60,8 +60,9 @@ type Options struct {
 	// HeapBudget, or MaxHeapBytes when that is lower. goja does not account memory per runtime,
 	// so this is a shared budget: when the running bots together pass it, all of them stop.
 	// A single native allocation (a huge string or typed array made in one call) is not
-	// interrupted; it is seen once it returns. Default: DefaultHeapBudget. Negative: no budget
-	// (only MaxHeapBytes).
+	// interrupted; it is seen once it returns, and one larger than the machine's memory is Go's
+	// fatal out-of-memory error, which ends the process. Default: DefaultHeapBudget. Negative: no
+	// budget (only MaxHeapBytes).
 	HeapBudget int64
 }
 

@@ -100,15 +100,17 @@ type App struct {
 	// isolation it is a heap budget that all running bots share: the
 	// watchdog stops every running bot with a "memory limit exceeded" error
 	// (400) when the gateway's live heap passes its size with no bot running
-	// (sampled) plus this budget. It is checked every 5 ms, after
-	// allocations return, and the Go heap is the only memory goja has: so a
-	// single native allocation (one huge string or typed array made in one
-	// call) is not bounded in process, and is seen only once it returns; the
-	// gateway may grow by the budget plus what is allocated in one check's
-	// time; and the budget is the bots' together, so one bomb stops the
-	// other running bots too. Use `process` isolation to bound each bot on
-	// its own. With `process` isolation it is the default of
-	// `bot_worker_memory`. Default: 256 MiB.
+	// (sampled) plus this budget. goja has no per-runtime accounting and the
+	// watchdog can only interrupt JavaScript, so in process it cannot bound
+	// what one native call allocates: an allocation is seen only once it
+	// returns, and one that is larger than the machine's memory (`new
+	// ArrayBuffer(2 ** 40)`, `'x'.repeat(2 ** 40)` or `.padEnd(2 ** 40)`, a
+	// typed array of that size) ends the gateway with a fatal
+	// out-of-memory error. The budget is also the bots' together, so one
+	// bomb stops the other running bots too. `process` isolation bounds each
+	// bot on its own and contains all of these to the bot's worker. With
+	// `process` isolation this is the default of `bot_worker_memory`.
+	// Default: 256 MiB.
 	BotMemory int64 `json:"bot_memory,omitempty"`
 
 	// BotWorkerMemory caps each bot worker process's memory, in bytes
