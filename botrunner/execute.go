@@ -122,7 +122,9 @@ func (x *execution) run() (res *Result) {
 		rt.Interrupt(x.stopped)
 	}
 	x.mu.Unlock()
-	x.guardRegExps()
+	if !x.prg.noRegExp {
+		x.guardRegExps()
+	}
 
 	v, err := x.callHandler()
 	if err != nil {

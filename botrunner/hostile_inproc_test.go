@@ -247,3 +247,27 @@ func TestHeapBudgetStopsBotsFarBelowTheProcessLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyProgramsThatNameRegExpsAreGuarded: the guard costs a trivial run its time, so programs
+// that make no regular expression by ordinary means go without it; every ordinary way in is seen.
+func TestOnlyProgramsThatNameRegExpsAreGuarded(t *testing.T) {
+	cases := map[string]bool{
+		`export async function handler(m: any, e: any) { return e.input }`:                                  false,
+		`export const handler = (m: any, e: any) => String(e.input).split(',').join(';').replace('a', 'b')`: false,
+		`export const handler = (m: any, e: any) => /^(a+)+\1$/.test(e.input)`:                              true,
+		`export const handler = (m: any, e: any) => new RegExp(e.input).test('x')`:                          true,
+		`export const handler = (m: any, e: any) => String(e.input).match('(a+)+b')`:                        true,
+		`export const handler = (m: any, e: any) => String(e.input).search('x')`:                            true,
+		`export const handler = (m: any, e: any) => [...'ab'.matchAll('a' as any)]`:                         true,
+		`export const handler = (m: any, e: any) => (globalThis as any)['RegExp']`:                          true,
+		"export const handler = (m: any, e: any) => `${eval('1')}`":                                         true,
+		`export const handler = (m: any, e: any) => new Function('return 1')()`:                             true,
+		`export const handler = async (m: any) => m.search('Patient')`:                                      true,
+	}
+	for src, want := range cases {
+		p := mustCompile(t, "index.ts", src)
+		if got := !p.regexpFree; got != want {
+			t.Errorf("%s: guarded %v, want %v", src, got, want)
+		}
+	}
+}

@@ -2,10 +2,13 @@ package botrunner
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/unistring"
 )
 
 // regexpMatchTimeout bounds one match of a backtracking regular expression.
@@ -128,3 +131,66 @@ func (x *execution) regexpGuard(orig goja.Value, replacer int) goja.Value {
 	_ = wrapped.DefineDataProperty("length", o.Get("length"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 	return wrapped
 }
+
+// regexpNames are the names through which ordinary code reaches a regular expression that no
+// literal in it made: the constructor, the String methods that build one from a string, and
+// the ways to compile more code. A program with no regular expression literal and none of these
+// names (as identifiers, property names or strings) gets no guard: installing it builds goja's
+// RegExp prototype, which the runtime otherwise makes only on first use, at some 30 µs a run,
+// the cost of a whole trivial run. Code that reaches these only through computed names or
+// reflection can still see a timed-out match as "no match": only a bot written to do that, and
+// only to itself; the match still stops at regexpMatchTimeout.
+var regexpNames = map[unistring.String]bool{
+	"RegExp": true, "match": true, "matchAll": true, "search": true, "eval": true, "Function": true,
+}
+
+// mayUseRegExps says whether the parsed program can make a regular expression by ordinary means:
+// it has a regular expression literal, or names one of regexpNames.
+func mayUseRegExps(prg *ast.Program) bool {
+	seen := map[uintptr]bool{}
+	var walk func(v reflect.Value) bool
+	walk = func(v reflect.Value) bool {
+		switch v.Kind() {
+		case reflect.Interface:
+			if v.IsNil() {
+				return false
+			}
+			return walk(v.Elem())
+		case reflect.Pointer:
+			if v.IsNil() || v.Type().Elem().PkgPath() != astPkg || seen[v.Pointer()] {
+				return false
+			}
+			seen[v.Pointer()] = true
+			return walk(v.Elem())
+		case reflect.Slice:
+			for i := range v.Len() {
+				if walk(v.Index(i)) {
+					return true
+				}
+			}
+		case reflect.Struct:
+			if v.Type().PkgPath() != astPkg {
+				return false
+			}
+			switch n := v.Interface().(type) {
+			case ast.RegExpLiteral:
+				return true
+			case ast.Identifier:
+				return regexpNames[n.Name]
+			case ast.StringLiteral:
+				return regexpNames[n.Value]
+			case ast.TemplateElement:
+				return regexpNames[n.Parsed]
+			}
+			for i := range v.NumField() {
+				if f := v.Field(i); v.Type().Field(i).IsExported() && walk(f) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(reflect.ValueOf(prg))
+}
+
+var astPkg = reflect.TypeOf(ast.Program{}).PkgPath()

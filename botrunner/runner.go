@@ -286,7 +286,7 @@ func (r *Runner) program(req *Request) (*programEntry, error) {
 		filename = "index.js"
 	}
 	if req.Program != nil && req.Program.prg != nil {
-		return &programEntry{prg: req.Program.prg, filename: filename}, nil
+		return &programEntry{prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree}, nil
 	}
 	code := req.Code
 	if req.Program != nil {
@@ -296,11 +296,11 @@ func (r *Runner) program(req *Request) (*programEntry, error) {
 		return e, nil
 	}
 	r.compiles.Add(1)
-	prg, err := compileGoja(filename, code)
+	prg, regexps, err := compileGoja(filename, code)
 	if err != nil {
 		return nil, fmt.Errorf("loading bot code: %w", err)
 	}
-	e := &programEntry{code: code, prg: prg, filename: filename}
+	e := &programEntry{code: code, prg: prg, filename: filename, noRegExp: !regexps}
 	r.cache.put(req.CacheKey, e)
 	return e, nil
 }

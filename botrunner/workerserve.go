@@ -215,7 +215,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 	case prg == nil:
 		msg.noResult = true // the run ended while waiting for its code
 	default:
-		req := Request{Program: &Program{prg: prg.prg}, Filename: m.filename, Timeout: m.timeout, Event: m.event}
+		req := Request{Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event}
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}
@@ -256,11 +256,11 @@ func (s *workerServer) program(r *workerRun, m *runMsg) (*programEntry, *Result)
 			return nil, nil
 		}
 	}
-	prg, err := compileGoja(m.filename, code)
+	prg, regexps, err := compileGoja(m.filename, code)
 	if err != nil {
 		return nil, finish(&Result{Outcome: OutcomeError, Message: fmt.Errorf("loading bot code: %w", err).Error()})
 	}
-	e := &programEntry{prg: prg, filename: m.filename, size: len(code)}
+	e := &programEntry{prg: prg, filename: m.filename, size: len(code), noRegExp: !regexps}
 	s.programs.put(m.digest, e)
 	return e, nil
 }
