@@ -25,7 +25,8 @@ import (
 // goja turns regexp2's timeout error into "no match", which would let a bot go on with a wrong
 // answer. guardRegExps therefore wraps the methods that match and throws a RangeError from any
 // call whose own matching took regexpSlowCall; since a timed-out match took at least that, such
-// a call never answers a plain "no match". The exception is a direct call of exec (below).
+// a call never answers a plain "no match". The exceptions are a direct call of exec (see
+// guardRegExps) and code that reaches regular expressions only by computed names (regexpNames).
 const regexpMatchTimeout = 3 * time.Second
 
 // regexpSlowCall is how long a guarded call may spend matching before it throws. It is below
