@@ -271,3 +271,48 @@ func TestOnlyProgramsThatNameRegExpsAreGuarded(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapBudgetDoesNotGrowFromRunToRun: the idle heap the budget is added to is sampled only
+// from a collection that started after the last run ended. A bot that held most of the budget
+// when the last collection ran must not raise its successor's limit by what it held: the live
+// figure then still counts it, and the budget would grow with every run.
+func TestHeapBudgetDoesNotGrowFromRunToRun(t *testing.T) {
+	const budget = 96 << 20
+	idle := liveHeap()
+	r := New(Options{HeapBudget: budget, MaxHeapBytes: int64(idle) + 8*budget})
+	// Holds ~64 MiB and makes the collector run while holding it.
+	holder := `export function handler() { const a: string[] = []; for (let i = 0; i < 64; i++) a.push('h'.repeat(1 << 20) + i);
+		for (let i = 0; i < 200; i++) 'g'.repeat(1 << 20) + i; return a.length }`
+	if res := run(t, r, holder, jsonEvent(t, `{}`)); res.Outcome != OutcomeSuccess {
+		t.Fatalf("holder: %v %q", res.Outcome, res.Message)
+	}
+	// Right after it, a bomb: its limit must still be the idle heap plus the budget.
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		s := []metrics.Sample{{Name: liveHeapMetric}}
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
+	res := run(t, r, `export function handler() { const a: string[] = []; for (;;) a.push('x'.repeat(1 << 20) + a.length) }`, jsonEvent(t, `{}`))
+	close(done)
+	if !strings.Contains(res.Message, "memory limit exceeded") {
+		t.Fatalf("bomb: %v %q", res.Outcome, res.Message)
+	}
+	grown := int64(peak.Load()) - int64(idle)
+	t.Logf("live heap at most %d MiB over idle (budget %d MiB)", grown>>20, budget>>20)
+	// Stopped at the limit, the bomb's live heap is the budget plus what one check lets through;
+	// with the holder's 64 MiB added to the baseline it would pass budget + 64 MiB.
+	if grown > budget+48<<20 {
+		t.Errorf("live heap grew by %d MiB", grown>>20)
+	}
+}
