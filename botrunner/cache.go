@@ -13,7 +13,8 @@ type programEntry struct {
 	code     string // the source it was compiled from, to notice a key reused for new code
 	filename string
 	prg      *goja.Program
-	size     int // bytes of code, for caches bounded in bytes
+	size     int  // bytes of code, for caches bounded in bytes
+	noRegExp bool // prg cannot make regular expressions by ordinary means (mayUseRegExps)
 }
 
 // programCache is a bounded LRU of compiled programs keyed by Request.CacheKey.

@@ -21,7 +21,8 @@ type Program struct {
 	// They do not stop the bot from running.
 	Warnings []string
 
-	prg *goja.Program
+	prg        *goja.Program
+	regexpFree bool // prg cannot make regular expressions by ordinary means (mayUseRegExps)
 }
 
 // CompileError is a bot source that esbuild (or, after it, goja) rejects. Line is 1-based and
@@ -125,12 +126,12 @@ func Compile(filename, source string) (*Program, error) {
 	for _, w := range res.Warnings {
 		p.Warnings = append(p.Warnings, compileErrorFrom(filename, w).Error())
 	}
-	prg, err := compileGoja(filename, p.JS)
+	prg, regexps, err := compileGoja(filename, p.JS)
 	if err != nil {
 		// esbuild accepted it, so this is syntax esbuild passed through and goja lacks.
 		return nil, err
 	}
-	p.prg = prg
+	p.prg, p.regexpFree = prg, !regexps
 	return p, nil
 }
 
@@ -155,17 +156,18 @@ const (
 // compileGoja compiles CommonJS source into a goja program that evaluates to the module function.
 // Only inline (data:) source maps are read: goja's default loader would open any path a
 // "//# sourceMappingURL=" comment names, including /dev/zero.
-func compileGoja(filename, js string) (*goja.Program, error) {
+// regexps says whether the program may make regular expressions (mayUseRegExps).
+func compileGoja(filename, js string) (prg *goja.Program, regexps bool, err error) {
 	ast, err := goja.Parse(filename, moduleWrapperHead+js+moduleWrapperTail,
 		parser.WithSourceMapLoader(refuseSourceMap))
 	if err != nil {
-		return nil, gojaCompileError(filename, err)
+		return nil, false, gojaCompileError(filename, err)
 	}
-	prg, err := goja.CompileAST(ast, false)
+	prg, err = goja.CompileAST(ast, false)
 	if err != nil {
-		return nil, gojaCompileError(filename, err)
+		return nil, false, gojaCompileError(filename, err)
 	}
-	return prg, nil
+	return prg, mayUseRegExps(ast), nil
 }
 
 var errExternalSourceMap = errors.New("external source maps are not loaded")

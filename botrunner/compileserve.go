@@ -91,7 +91,7 @@ func serveCompile(in io.Reader, out io.Writer) error {
 			ans.js, ans.warnings = p.JS, p.Warnings
 		}
 	case frameCheck:
-		_, err = compileGoja(filename, source)
+		_, _, err = compileGoja(filename, source)
 	default:
 		return fmt.Errorf("unknown compile frame type %q", typ)
 	}

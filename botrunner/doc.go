@@ -82,12 +82,17 @@
 //
 // A run stops at its Timeout (wall clock, including code after an await) or when its context
 // ends: goja is interrupted at the next instruction. Native calls cannot be interrupted; a run
-// that has not stopped one second after its interrupt is answered as timed out anyway and keeps
-// its slot until it really ends. Call depth is bounded, so runaway recursion is an error result.
-// goja has no heap limit: in process, a heap watchdog (Options.MaxHeapBytes, by default 90% of
-// GOMEMLIMIT) interrupts every running bot when the process's live heap passes its limit, which
-// stops a bot that allocates in JavaScript but not one big native allocation. A Pool (see
-// Isolation) bounds each bot's memory for real.
+// that has not stopped one second after its interrupt is answered as timed out anyway and gives
+// its slot back, and while MaxConcurrent such runs are still going new runs get ErrBusy.
+// Backtracking regular expressions stop after regexpMatchTimeout a match, and the guarded
+// methods throw a RangeError instead of answering a timed-out match as "no match" (regexp.go).
+// Call depth is bounded, so runaway recursion is an error result. A failed run's message is cut
+// to 64 KiB. goja has no heap limit: in process, a heap watchdog interrupts every running bot
+// when the running bots together have grown the live heap by Options.HeapBudget (default 256
+// MiB) over the idle process's, or it passes Options.MaxHeapBytes (by default 90% of
+// GOMEMLIMIT). That stops a bot that allocates in JavaScript but not one big native allocation,
+// which, larger than the machine's memory, is fatal to the process. A Pool (see Isolation)
+// bounds each bot's memory for real.
 //
 // MaxConcurrent bounds simultaneous runs, and Request.MaxConcurrent each bot's; a run waits at
 // most QueueTimeout for a slot and then gets ErrBusy.
@@ -105,7 +110,8 @@
 //
 // A worker is the same binary, started with a minimal environment (PATH, HOME=/nonexistent,
 // GOMAXPROCS=1, GOMEMLIMIT, TZ if the gateway has it: none of the gateway's variables), no file
-// descriptors but its stdin, stdout and stderr, its own process group, and, on Linux, a
+// descriptors but its stdin, stdout and stderr (on Linux the gateway marks every other
+// descriptor it holds close-on-exec first, inherited ones included), its own process group, and, on Linux, a
 // parent-death signal (SIGKILL). It exits when its stdin closes. The two talk over the pipes in
 // length-prefixed binary frames (protocol.go): the run, the code only when the worker lacks the
 // program of its digest (workers cache compiled programs), the bot's medplum calls (the worker

@@ -90,7 +90,10 @@ func (x *execution) stop(reason interruptReason) {
 	if x.rt != nil {
 		x.rt.Interrupt(reason)
 	}
-	time.AfterFunc(abandonGrace, func() { close(x.stuck) })
+	// The timer holds only the channel: holding x would keep the stopped run's runtime, and all
+	// it allocated, reachable for abandonGrace, and the heap watchdog would stop the next runs.
+	stuck := x.stuck
+	time.AfterFunc(abandonGrace, func() { close(stuck) })
 }
 
 // run executes the bot and maps how it ended into a Result. It never panics.
@@ -106,6 +109,7 @@ func (x *execution) run() (res *Result) {
 		res.Duration = time.Since(x.start)
 		res.Console, res.ConsoleTruncated = x.console.String()
 		finish(res)
+		x.drop()
 	}()
 
 	rt := goja.New()
@@ -118,6 +122,9 @@ func (x *execution) run() (res *Result) {
 		rt.Interrupt(x.stopped)
 	}
 	x.mu.Unlock()
+	if !x.prg.noRegExp {
+		x.guardRegExps()
+	}
 
 	v, err := x.callHandler()
 	if err != nil {
@@ -303,6 +310,16 @@ func (x *execution) errorString(v goja.Value) (s string) {
 // failure is an error or timeout Result; finish adds its OperationOutcome body.
 func (x *execution) failure(o Outcome, msg string) *Result {
 	return &Result{Outcome: o, Message: msg}
+}
+
+// drop lets the runtime and everything the bot built go as soon as the run has ended: the
+// execution itself stays reachable a little longer (from the run's goroutine, timers and the
+// heap watchdog), and must not keep a stopped memory bomb's heap alive with it.
+func (x *execution) drop() {
+	x.mu.Lock()
+	x.rt = nil
+	x.mu.Unlock()
+	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
 }
 
 // abandoned is the Result of a run that did not stop within abandonGrace of being interrupted.

@@ -225,8 +225,10 @@ func (x *execution) bufferBytes(v goja.Value) ([]byte, bool) {
 		return nil, false
 	}
 	b := ab.Bytes()
+	// A bot can pass any object with a buffer, so byteOffset and byteLength are any numbers:
+	// compare each with what is left instead of adding them, which could overflow.
 	off, n := o.Get("byteOffset").ToInteger(), o.Get("byteLength").ToInteger()
-	if off < 0 || n < 0 || off+n > int64(len(b)) {
+	if off < 0 || n < 0 || off > int64(len(b)) || n > int64(len(b))-off {
 		return nil, false
 	}
 	return b[off : off+n], true

@@ -119,6 +119,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 		return nil, errors.New("bot workers cannot start bot workers")
 	}
 	o.MaxHeapBytes = -1 // the workers' memory is WorkerMemory
+	o.HeapBudget = -1
 	o.Options = o.Options.withDefaults()
 	if o.WorkerMemory == 0 {
 		o.WorkerMemory = DefaultWorkerMemory

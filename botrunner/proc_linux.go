@@ -40,8 +40,36 @@ func startWorkerProcess(cmd *exec.Cmd) error {
 		}()
 	})
 	errc := make(chan error, 1)
-	forkThread.jobs <- func() { errc <- cmd.Start() }
+	forkThread.jobs <- func() {
+		closeInheritedOnExec()
+		errc <- cmd.Start()
+	}
 	return <-errc
+}
+
+// closeInheritedOnExec sets close-on-exec on every descriptor of this process above stderr, so
+// a worker gets only the stdin, stdout and stderr that os/exec gives it. Go opens all of its own
+// files close-on-exec, but descriptors the gateway inherited (from a shell, a supervisor, a
+// socket-activating init) arrive without the flag, and os/exec passes those on to every child.
+//
+// Setting the flag changes nothing for the gateway itself: the descriptors stay open and work
+// as before; the flag only says a program this process execs does not get them. Caddy execs no
+// program that expects to inherit descriptors by number, and a command started with
+// exec.Cmd.ExtraFiles still gets its files, since the child's copies are made by dup2, which
+// clears the flag. It runs before every start, not once, so a descriptor opened later without
+// the flag (cgo, a raw system call) is covered too.
+func closeInheritedOnExec() {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return // no /proc: nothing to list the descriptors by; the worker inherits as before
+	}
+	names, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	for _, name := range names {
+		if fd, err := strconv.Atoi(name); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // residentBytes is the memory a process holds of its own: the anonymous and shared-memory parts

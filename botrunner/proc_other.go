@@ -12,7 +12,10 @@ import (
 )
 
 // Outside Linux a worker has no parent-death signal (it still exits when its stdin closes)
-// and the pool cannot read its resident memory, so only the worker's own limits apply.
+// and the pool cannot read its resident memory, so only the worker's own limits apply. Nor are
+// the gateway's inherited descriptors listed and marked close-on-exec before a worker starts
+// (there is no /proc/self/fd): a worker gets any descriptor the gateway inherited without the
+// flag.
 
 func workerSysProcAttr() *syscall.SysProcAttr { return nil }
 

@@ -126,11 +126,27 @@ func (x *execution) success(body []byte, ct string) *Result {
 
 // finish gives an error or timeout Result its body: an OperationOutcome with the message.
 func finish(res *Result) *Result {
+	boundMessage(res)
 	if res.Outcome != OutcomeSuccess && res.Body == nil {
 		res.Body = mustJSON(fhir.NewOutcome(http.StatusBadRequest, res.Message))
 		res.ContentType = ContentTypeFHIR
 	}
 	return res
+}
+
+// maxErrorMessage bounds a failed run's message, in both isolation modes: a bot can throw an
+// error whose message is as large as its memory, and the message is answered, audited and (from
+// a worker) sent in one frame.
+const maxErrorMessage = 64 << 10
+
+// boundMessage cuts a failed run's message to maxErrorMessage bytes, and drops a body built from
+// the longer one.
+func boundMessage(res *Result) {
+	if res.Outcome == OutcomeSuccess || len(res.Message) <= maxErrorMessage {
+		return
+	}
+	res.Message = truncate(res.Message, maxErrorMessage) + " [truncated]"
+	res.Body = nil
 }
 
 // typeOf names the values, besides undefined, that JSON.stringify cannot express.

@@ -19,8 +19,13 @@ const (
 )
 
 // abandonGrace is how long Run keeps waiting after interrupting a bot. goja stops JavaScript at
-// once, but not a long native call (a huge JSON.stringify, a backtracking regular expression);
-// after the grace period Run answers anyway and the run keeps its slot until it really ends.
+// once, but not a long native call (a huge JSON.stringify, a large sort's comparisons in Go);
+// after the grace period Run answers anyway and gives the run's slot back, so a bot stuck in
+// native code cannot hold slots, and with them every project's runs, past its deadline. The
+// goroutine goes on until the native call returns; the runner counts these abandoned goroutines
+// and, while MaxConcurrent of them are still going, refuses new runs with ErrBusy (see Run), so
+// at most 2 × MaxConcurrent goroutines run bot code at any time. Regular expressions stop within
+// regexpMatchTimeout, so they are never stuck for long.
 const abandonGrace = time.Second
 
 // ErrBusy means every slot stayed taken for QueueTimeout. Answer 429 with Retry-After.
@@ -58,7 +63,21 @@ type Options struct {
 	// process, which the compile timeout bounds. Nil: no check. A Pool ignores it: its workers
 	// compile, within each run's deadline, and a crash there ends only that worker.
 	Compiler *Compiler
+	// HeapBudget is how much running bots together may add to the process's live heap, so that
+	// bots in the gateway's process have a budget of their own far below the gateway's limit.
+	// The watchdog's limit is then the live heap of the process while no bot runs (sampled when
+	// a run starts on an idle runner, from a collection that ran after the last run ended) plus
+	// HeapBudget, or MaxHeapBytes when that is lower. goja does not account memory per runtime,
+	// so this is a shared budget: when the running bots together pass it, all of them stop.
+	// A single native allocation (a huge string or typed array made in one call) is not
+	// interrupted; it is seen once it returns, and one larger than the machine's memory is Go's
+	// fatal out-of-memory error, which ends the process. Default: DefaultHeapBudget. Negative: no
+	// budget (only MaxHeapBytes).
+	HeapBudget int64
 }
+
+// DefaultHeapBudget is the default HeapBudget, the same as a worker's default memory.
+const DefaultHeapBudget = 256 << 20
 
 // Runner runs bots: one fresh JavaScript runtime per run, compiled programs cached, concurrency
 // bounded globally and per bot. It is safe for concurrent use.
@@ -70,6 +89,7 @@ type Runner struct {
 	heap    *heapWatch // nil when the watchdog is off
 
 	compiles atomic.Int64 // programs compiled by Run, for tests
+	stuck    atomic.Int64 // runs answered after abandonGrace whose goroutine still runs
 }
 
 // New returns a Runner with o's zero fields set to their defaults.
@@ -81,12 +101,19 @@ func New(o Options) *Runner {
 		cache:   newProgramCache(o.ProgramCacheSize),
 		workers: workerPool{jobs: make(chan func())},
 	}
-	if o.MaxHeapBytes > 0 {
-		r.heap = newHeapWatch(uint64(o.MaxHeapBytes),
+	switch {
+	case o.HeapBudget > 0:
+		r.heap = newHeapWatch(uint64(max(o.MaxHeapBytes, 0)), uint64(o.HeapBudget),
+			fmt.Sprintf("bot execution stopped: memory limit exceeded (running bots grew the heap by more than %d MiB)", o.HeapBudget>>20))
+	case o.MaxHeapBytes > 0:
+		r.heap = newHeapWatch(uint64(o.MaxHeapBytes), 0,
 			fmt.Sprintf("bot execution stopped: memory limit exceeded (the heap grew past %d MiB)", o.MaxHeapBytes>>20))
 	}
 	return r
 }
+
+// HeapBudget is the heap budget of the runner's bots (Options.HeapBudget after defaults).
+func (r *Runner) HeapBudget() int64 { return r.opts.HeapBudget }
 
 // withDefaults returns o with its zero fields set to their defaults.
 func (o Options) withDefaults() Options {
@@ -110,6 +137,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHeapBytes == 0 {
 		o.MaxHeapBytes = defaultMaxHeap()
+	}
+	if o.HeapBudget == 0 {
+		o.HeapBudget = DefaultHeapBudget
 	}
 	return o
 }
@@ -189,6 +219,9 @@ type Result struct {
 // deadline passes during the run, the Result is an OutcomeTimeout and the error is nil.
 func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
+	if n := r.stuck.Load(); n >= int64(r.opts.MaxConcurrent) {
+		return nil, fmt.Errorf("%w (%d runs are stuck in native code past their deadline)", ErrBusy, n)
+	}
 	release, err := r.slots.acquire(ctx, req.BotID, req.MaxConcurrent, r.opts.QueueTimeout)
 	if err != nil {
 		return nil, err
@@ -217,25 +250,48 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 
 	x := newExecution(r, ctx, &req, prg, timeout)
 	if r.heap != nil {
-		r.heap.add(x)
-		defer r.heap.remove(x)
+		r.heap.add(x) // removed when the goroutine ends: an abandoned run still allocates
 	}
 	timer := time.AfterFunc(timeout, func() { x.stop(stopTimeout) })
 	defer timer.Stop()
 	stopWatching := context.AfterFunc(ctx, func() { x.stopFor(ctx) })
 	defer stopWatching()
 
+	// state says who gives the slot back: the goroutine when the run ends (running → ended), or
+	// Run when it abandons the run (running → abandoned), and then the goroutine only uncounts
+	// itself when it finally ends.
+	const (
+		running int32 = iota
+		ended
+		abandoned
+	)
+	var state atomic.Int32
 	done := make(chan *Result, 1)
 	r.workers.submit(func() {
-		defer release()
+		defer func() {
+			if r.heap != nil {
+				r.heap.remove(x)
+			}
+			if state.CompareAndSwap(running, ended) {
+				release()
+			} else {
+				r.stuck.Add(-1)
+			}
+		}()
 		done <- x.run()
 	})
 	var res *Result
 	select {
 	case res = <-done:
 	case <-x.stuck:
-		res = x.abandoned()
-		res.abandoned = true
+		if state.CompareAndSwap(running, abandoned) {
+			r.stuck.Add(1)
+			release()
+			res = x.abandoned()
+			res.abandoned = true
+		} else {
+			res = <-done // it ended just now
+		}
 	}
 	res.QueueWait = queueWait
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -251,7 +307,7 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 		filename = "index.js"
 	}
 	if req.Program != nil && req.Program.prg != nil {
-		return &programEntry{prg: req.Program.prg, filename: filename}, nil
+		return &programEntry{prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree}, nil
 	}
 	code := req.Code
 	if req.Program != nil {
@@ -266,11 +322,11 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 		}
 	}
 	r.compiles.Add(1)
-	prg, err := compileGoja(filename, code)
+	prg, regexps, err := compileGoja(filename, code)
 	if err != nil {
 		return nil, fmt.Errorf("loading bot code: %w", err)
 	}
-	e := &programEntry{code: code, prg: prg, filename: filename}
+	e := &programEntry{code: code, prg: prg, filename: filename, noRegExp: !regexps}
 	r.cache.put(req.CacheKey, e)
 	return e, nil
 }

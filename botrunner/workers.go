@@ -25,6 +25,7 @@ func (p *workerPool) work(job func()) {
 	defer idle.Stop()
 	for {
 		job()
+		job = nil // what the job captured, a whole runtime, must not outlive it while idle
 		idle.Reset(workerIdle)
 		select {
 		case job = <-p.jobs:

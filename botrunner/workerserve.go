@@ -135,6 +135,7 @@ func (s *workerServer) configure(init *initMsg) {
 		MaxConsoleBytes: init.maxConsoleBytes,
 		MaxResultBytes:  init.maxResultBytes,
 		MaxHeapBytes:    heap,
+		HeapBudget:      -1, // the worker's whole memory is the bot's: MaxHeapBytes bounds it
 	})
 	if s.runner.heap != nil {
 		s.runner.heap.message = fmt.Sprintf("bot execution stopped: memory limit exceeded (bot worker memory %d MiB)", init.memory>>20)
@@ -219,7 +220,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 	case prg == nil:
 		msg.noResult = true // the run ended while waiting for its code
 	default:
-		req := Request{Program: &Program{prg: prg.prg}, Filename: m.filename, Timeout: m.timeout, Event: m.event}
+		req := Request{Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event}
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}
@@ -232,7 +233,6 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 			msg.noResult = true
 		default:
 			msg.res, msg.abandoned = *res, res.abandoned
-			s.boundMessage(&msg.res)
 		}
 	}
 	s.mu.Lock()
@@ -265,26 +265,13 @@ func (s *workerServer) program(r *workerRun, m *runMsg) (*programEntry, *Result)
 			return nil, nil
 		}
 	}
-	prg, err := compileGoja(m.filename, code)
+	prg, regexps, err := compileGoja(m.filename, code)
 	if err != nil {
 		return nil, finish(&Result{Outcome: OutcomeError, Message: fmt.Errorf("loading bot code: %w", err).Error()})
 	}
-	e := &programEntry{prg: prg, filename: m.filename, size: len(code)}
+	e := &programEntry{prg: prg, filename: m.filename, size: len(code), noRegExp: !regexps}
 	s.programs.put(m.digest, e)
 	return e, nil
-}
-
-// maxWorkerMessage bounds an error message sent to the pool, which bounds its frames: a bot
-// can throw an error whose message is as large as its memory.
-const maxWorkerMessage = 64 << 10
-
-func (s *workerServer) boundMessage(res *Result) {
-	if res.Outcome == OutcomeSuccess || len(res.Message) <= maxWorkerMessage {
-		return
-	}
-	res.Message = truncate(res.Message, maxWorkerMessage) + " [truncated]"
-	res.Body = nil
-	finish(res)
 }
 
 // shrink returns memory to the system after a run that left a large heap behind, so an idle

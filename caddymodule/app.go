@@ -6,6 +6,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -88,22 +89,43 @@ type App struct {
 	BotShutdownGrace caddy.Duration `json:"bot_shutdown_grace,omitempty"`
 
 	// BotIsolation says where bots run: `process` runs bots in worker
-	// processes (this binary's hidden `caddy fhirgate bot-worker`
-	// command), each serving one bot at a time (up to
-	// `bot_runs_per_worker` concurrent runs of it), with a memory cap
-	// (`bot_worker_memory`) and a hard kill at the deadline: a bot that
-	// allocates without bound, or is stuck in a native call, loses its
-	// worker and answers 400, and the gateway and other bots carry on. `inprocess` runs
-	// bots inside the gateway, a little faster, where such a bot can take
-	// the whole gateway down; only a heap watchdog (90% of GOMEMLIMIT,
-	// which Caddy sets from the cgroup or system memory) stops the running
-	// bots when the heap nears the limit. Workers start when runs need
-	// them, up to `bot_max_concurrent`. Default: `process`.
+	// processes (this binary's hidden `caddy fhirgate bot-worker` command),
+	// each serving one bot at a time (up to `bot_runs_per_worker` concurrent
+	// runs of it), with a memory cap (`bot_worker_memory`) and a hard kill
+	// at the deadline: a bot that allocates without bound, or is stuck in a
+	// native call, loses its worker and answers 400, and the gateway and
+	// other bots carry on. `inprocess` runs bots inside the gateway, a
+	// little faster, with weaker bounds: a heap watchdog stops the running
+	// bots when they together grow the heap by `bot_memory` (see there for
+	// what it cannot bound); a run stuck in a native call past its deadline
+	// is answered 1 s later and gives its slot back while its goroutine runs
+	// on (while `bot_max_concurrent` such goroutines run, new runs are
+	// answered 429). In both modes a regular expression call that backtracks
+	// for 2 s throws a RangeError. Workers start when runs need them, up to
+	// `bot_max_concurrent`. Default: `process`.
 	BotIsolation string `json:"bot_isolation,omitempty"`
+
+	// BotMemory is the memory bots may use, in bytes. With `inprocess`
+	// isolation it is a heap budget that all running bots share: the
+	// watchdog stops every running bot with a "memory limit exceeded" error
+	// (400) when the gateway's live heap passes its size with no bot running
+	// (sampled) plus this budget. goja has no per-runtime accounting and the
+	// watchdog can only interrupt JavaScript, so in process it cannot bound
+	// what one native call allocates: an allocation is seen only once it
+	// returns, and one that is larger than the machine's memory (`new
+	// ArrayBuffer(2 ** 40)`, `'x'.repeat(2 ** 40)` or `.padEnd(2 ** 40)`, a
+	// typed array of that size) ends the gateway with a fatal
+	// out-of-memory error. The budget is also the bots' together, so one
+	// bomb stops the other running bots too. `process` isolation bounds each
+	// bot on its own and contains all of these to the bot's worker. With
+	// `process` isolation this is the default of `bot_worker_memory`.
+	// Default: 256 MiB.
+	BotMemory int64 `json:"bot_memory,omitempty"`
 
 	// BotWorkerMemory caps each bot worker process's memory, in bytes
 	// (`process` isolation). A bot that reaches it gets a "memory limit
-	// exceeded" error (400). Default: 256 MiB; at least 64 MiB.
+	// exceeded" error (400). Default: `bot_memory`, else 256 MiB; at least
+	// 64 MiB.
 	BotWorkerMemory int64 `json:"bot_worker_memory,omitempty"`
 
 	// BotRunsPerWorker is how many concurrent runs of one bot a worker
@@ -264,6 +286,10 @@ func (a *App) provisionBots() error {
 		if a.BotWorkerMemory != 0 || a.BotRunsPerWorker != 0 {
 			a.logger.Warn("bot_worker_memory and bot_runs_per_worker have no effect with bot_isolation inprocess")
 		}
+		if a.BotMemory < 0 {
+			return fmt.Errorf("invalid bot_memory %d: must be positive", a.BotMemory)
+		}
+		opts.HeapBudget = a.BotMemory
 		a.runner = botrunner.New(opts)
 		return nil
 	case isolationProcess:
@@ -277,7 +303,7 @@ func (a *App) provisionBots() error {
 	pool, err := botrunner.NewPool(botrunner.PoolOptions{
 		Options:       opts,
 		Command:       []string{exe, "fhirgate", botWorkerCommandName},
-		WorkerMemory:  a.BotWorkerMemory,
+		WorkerMemory:  cmp.Or(a.BotWorkerMemory, a.BotMemory),
 		RunsPerWorker: a.BotRunsPerWorker,
 		Logger:        a.logger.Named("bot_worker"),
 	})

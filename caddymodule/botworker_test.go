@@ -29,6 +29,8 @@ func TestBotIsolationOptions(t *testing.T) {
 		{"isolation without value", "fhirgate {\n\tbot_isolation\n}", "", 0, 0, "wrong argument count"},
 		{"bad size", "fhirgate {\n\tbot_worker_memory lots\n}", "", 0, 0, "invalid bot_worker_memory 'lots'"},
 		{"duplicate size", "fhirgate {\n\tbot_worker_memory 1GB\n\tbot_worker_memory 2GB\n}", "", 0, 0, "bot_worker_memory already specified"},
+		{"bad bot memory", "fhirgate {\n\tbot_memory 0\n}", "", 0, 0, "invalid bot_memory '0'"},
+		{"duplicate bot memory", "fhirgate {\n\tbot_memory 1GB\n\tbot_memory 2GB\n}", "", 0, 0, "bot_memory already specified"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +52,37 @@ func TestBotIsolationOptions(t *testing.T) {
 				t.Errorf("bot_isolation %q, bot_worker_memory %d, bot_runs_per_worker %d", app.BotIsolation, app.BotWorkerMemory, app.BotRunsPerWorker)
 			}
 		})
+	}
+}
+
+func TestBotMemoryOption(t *testing.T) {
+	v, err := parseGlobalOption(caddyfile.NewTestDispenser("fhirgate {\n\tbot_memory 96MiB\n}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app App
+	if err := json.Unmarshal(v.(httpcaddyfile.App).Value, &app); err != nil || app.BotMemory != 96<<20 {
+		t.Fatalf("bot_memory %d, %v", app.BotMemory, err)
+	}
+	// In process it is the runner's heap budget.
+	app.BotIsolation, app.logger = "inprocess", zap.NewNop()
+	if err := app.provisionBots(); err != nil {
+		t.Fatal(err)
+	}
+	if got := app.runner.(*botrunner.Runner).HeapBudget(); got != 96<<20 {
+		t.Errorf("heap budget %d", got)
+	}
+	// With workers it is the default worker memory, which bot_worker_memory overrides.
+	for _, tc := range []struct {
+		bot, worker int64
+		err         string
+	}{{1 << 20, 0, "below the minimum"}, {1 << 20, 128 << 20, ""}} {
+		a := &App{BotMemory: tc.bot, BotWorkerMemory: tc.worker, logger: zap.NewNop()}
+		err := a.provisionBots()
+		_ = a.Cleanup()
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("bot_memory %d, bot_worker_memory %d: %v, want %q", tc.bot, tc.worker, err, tc.err)
+		}
 	}
 }
 

@@ -40,6 +40,7 @@ func init() {
 //		bot_queue_timeout  <duration>
 //		bot_shutdown_grace <duration>
 //		bot_isolation      process|inprocess
+//		bot_memory         <size>
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
 //		bot_compile_timeout <duration>
@@ -156,18 +157,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "bot_worker_memory":
-			if a.BotWorkerMemory != 0 {
-				return d.Err("bot_worker_memory already specified")
+			if err := parseSize(d, &a.BotWorkerMemory, 1<<40); err != nil {
+				return err
 			}
-			var arg string
-			if !d.AllArgs(&arg) {
-				return d.ArgErr()
+		case "bot_memory":
+			if err := parseSize(d, &a.BotMemory, 1<<40); err != nil {
+				return err
 			}
-			size, err := humanize.ParseBytes(arg)
-			if err != nil || size == 0 || size > 1<<40 {
-				return d.Errf("invalid bot_worker_memory '%s': want a size such as 256MiB or 1GB", arg)
-			}
-			a.BotWorkerMemory = int64(size)
 		case "bot_runs_per_worker":
 			if err := parsePositiveInt(d, &a.BotRunsPerWorker); err != nil {
 				return err
