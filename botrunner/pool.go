@@ -89,7 +89,7 @@ type PoolOptions struct {
 // processes are and are not isolated from. A Pool is safe for concurrent use.
 type Pool struct {
 	o      PoolOptions
-	slots  *limiter
+	slots  *Slots
 	codes  *digestCache
 	logger *zap.Logger
 
@@ -145,7 +145,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	}
 	return &Pool{
 		o:      o,
-		slots:  newLimiter(o.MaxConcurrent),
+		slots:  o.Slots,
 		codes:  newDigestCache(o.ProgramCacheSize),
 		logger: o.Logger,
 		busy:   map[*worker]struct{}{},
@@ -159,11 +159,13 @@ func NewPool(o PoolOptions) (*Pool, error) {
 // (memory, deadline) or that crashes gives an OutcomeError Result saying so.
 func (p *Pool) Run(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	release, err := p.slots.acquire(ctx, req.BotID, req.MaxConcurrent, p.o.QueueTimeout)
+	h, err := p.slots.acquire(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer h.release()
+	ctx = h.ctx
+	req.Timeout = h.lim.runTimeout(req.Timeout)
 	w, err := p.get(ctx, req.BotID)
 	queueWait := time.Since(start)
 	if err != nil {
