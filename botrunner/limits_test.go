@@ -335,6 +335,20 @@ func TestRunnerCutsTimeoutToMaxTimeout(t *testing.T) {
 	}
 }
 
+func TestPoolCutsTimeoutToMaxTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	p := newTestPool(t, PoolOptions{Options: Options{MaxTimeout: 50 * time.Millisecond}})
+	res, err := p.Run(ctxT(t), Request{Code: `exports.handler = () => { for (;;) {} }`, Timeout: time.Hour})
+	if err != nil || res.Outcome != OutcomeTimeout {
+		t.Fatalf("looping run: %+v, %v", res, err)
+	}
+	if res.Duration > 10*time.Second { // generous, as above
+		t.Errorf("run lasted %v", res.Duration)
+	}
+}
+
 // botCaller is a MedplumClient that answers Bot/{id}/$execute by running the bot named in the
 // path through exec, as botapi does for medplum.executeBot, marking the run as a bot-to-bot
 // call.
