@@ -275,6 +275,41 @@ func TestHostileFairShare(t *testing.T) {
 		}
 	})
 
+	t.Run("async runs count against their project", func(t *testing.T) {
+		if !waitUntil(2*slowHold, func() bool { return be.inflight.Load() == 0 }) {
+			t.Fatalf("slow runs still going: %d", be.inflight.Load())
+		}
+		be.peak.Store(0)
+		// Answered 202 at once; the runs then queue for alpha's slots.
+		for i := range 3 * fairshareMaxConcurrent {
+			r := do(t, "POST", slow, "application/json", "{}", "Authorization", "Bearer "+alpha[i%2], "Prefer", "respond-async")
+			if r.status != 202 {
+				t.Fatalf("async request %d: %d %s", i, r.status, r.body)
+			}
+		}
+		if !waitUntil(10*time.Second, func() bool { return be.inflight.Load() >= fairshareProjectConcurrent }) {
+			t.Fatalf("the async runs never filled alpha's share: %d going", be.inflight.Load())
+		}
+		var worst time.Duration
+		for i := 0; be.inflight.Load() > 0; i++ {
+			body := fmt.Sprintf("async-probe-%d", i)
+			start := time.Now()
+			r := do(t, "POST", echo, "text/plain", body, "Authorization", "Bearer "+bob)
+			worst = max(worst, time.Since(start))
+			if r.status != 200 || string(r.body) != body {
+				t.Fatalf("probe %d during alpha's async runs: %d %s", i, r.status, r.body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("beta's probes during alpha's async runs: slowest %v; slow runs at once: at most %d", worst.Round(time.Microsecond), be.peak.Load())
+		if p := be.peak.Load(); p != fairshareProjectConcurrent {
+			t.Errorf("alpha's async runs ran %d at once, want its share of %d", p, fairshareProjectConcurrent)
+		}
+		if worst > time.Second {
+			t.Errorf("slowest probe took %v", worst)
+		}
+	})
+
 	t.Run("a reload during a flood does not add slots", func(t *testing.T) {
 		if !waitUntil(2*slowHold, func() bool { return be.inflight.Load() == 0 }) {
 			t.Fatalf("slow runs still going: %d", be.inflight.Load())
