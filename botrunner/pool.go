@@ -202,8 +202,10 @@ func (p *Pool) Close() error {
 // CPUs, it takes an idle worker or starts one, so runs spread over the CPUs; after that a run
 // joins the least loaded worker of its bot with room (a starting one too, so a burst of runs
 // does not start a process each), else takes an idle worker, else starts one. Workers beyond
-// those the load keeps busy go idle and are reaped. The slot the caller holds guarantees the
-// number of workers stays within MaxConcurrent. Runs without a bot id never share a worker.
+// those the load keeps busy go idle and are reaped. The slot the caller holds keeps the number
+// of busy workers within MaxConcurrent, plus one for each bot-to-bot call running on its
+// caller's slot (InheritSlot; the caller's worker waits for it). Runs without a bot id never
+// share a worker.
 func (p *Pool) get(ctx context.Context, bot string) (*worker, error) {
 	for {
 		p.mu.Lock()
