@@ -31,8 +31,8 @@ type Limits struct {
 	MaxTimeout time.Duration
 }
 
-// withDefaults returns l with its zero fields set to their defaults.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with its zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxConcurrent <= 0 {
 		l.MaxConcurrent = 4 * runtime.GOMAXPROCS(0)
 	}
@@ -91,7 +91,7 @@ type Slots struct {
 
 // NewSlots returns Slots with l's zero fields set to their defaults.
 func NewSlots(l Limits) *Slots {
-	return &Slots{lim: l.withDefaults(), projects: map[string]*projectQueue{}, perBot: map[string]*botSlots{}}
+	return &Slots{lim: l.WithDefaults(), projects: map[string]*projectQueue{}, perBot: map[string]*botSlots{}}
 }
 
 // SetLimits changes the limits for runs from now on. Runs going on keep their slots and
@@ -100,7 +100,7 @@ func NewSlots(l Limits) *Slots {
 func (s *Slots) SetLimits(l Limits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lim = l.withDefaults()
+	s.lim = l.WithDefaults()
 	s.dispatch()
 }
 

@@ -317,7 +317,7 @@ func TestRunTimeoutIsBoundedByMaxTimeout(t *testing.T) {
 		{Limits{MaxTimeout: time.Minute}, 2 * time.Minute, time.Minute},
 		{Limits{MaxTimeout: -1}, time.Hour, time.Hour},
 	} {
-		if got := c.lim.withDefaults().runTimeout(c.req); got != c.want {
+		if got := c.lim.WithDefaults().runTimeout(c.req); got != c.want {
 			t.Errorf("%+v, request %v: timeout %v, want %v", c.lim, c.req, got, c.want)
 		}
 	}

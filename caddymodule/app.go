@@ -80,8 +80,9 @@ type App struct {
 	// finds a slot. A bot's `medplum.executeBot` runs on its caller's slot,
 	// which waits for it. Queued runs are served in turn project by project,
 	// and within a project user by user. Default: half of
-	// `bot_max_concurrent`, at least 1. Negative (`off` in the Caddyfile): no
-	// bound but `bot_max_concurrent`, for a gateway serving one project.
+	// `bot_max_concurrent`, at least 1. Negative (`off` in the Caddyfile), or
+	// not below `bot_max_concurrent`: no bound but `bot_max_concurrent`, for a
+	// gateway serving one project (with a warning).
 	BotProjectMaxConcurrent int `json:"bot_project_max_concurrent,omitempty"`
 
 	// BotQueueTimeout is how long a bot run waits for a free slot. Default: 1s.
@@ -194,7 +195,7 @@ const (
 // start on the first run, so provisioning (and `caddy validate`) starts no
 // process.
 func (a *App) provisionBots() error {
-	if err := a.checkBotTimeouts(); err != nil {
+	if err := a.checkBotLimits(); err != nil {
 		return err
 	}
 	slots, err := a.shareSlots()

@@ -59,9 +59,13 @@ func (a *App) botLimits() botrunner.Limits {
 	}
 }
 
-// checkBotTimeouts refuses a negative bot_max_timeout and a bot_timeout
-// longer than it.
-func (a *App) checkBotTimeouts() error {
+// checkBotLimits refuses a negative bot_max_timeout and a bot_timeout
+// longer than it, and warns when one project may take every slot.
+func (a *App) checkBotLimits() error {
+	if lim := a.botLimits().WithDefaults(); lim.ProjectMaxConcurrent >= lim.MaxConcurrent {
+		a.logger.Warn("no per-project bound on bot runs: one project can take every slot",
+			zap.Int("bot_max_concurrent", lim.MaxConcurrent))
+	}
 	if a.BotMaxTimeout < 0 {
 		return fmt.Errorf("invalid bot_max_timeout '%v': must be positive", time.Duration(a.BotMaxTimeout))
 	}
