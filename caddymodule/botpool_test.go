@@ -28,13 +28,17 @@ func (c heldClient) Do(ctx context.Context, _, _ string, _ url.Values, _ []byte,
 	return 200, "application/fhir+json", []byte(`{"resourceType":"Patient","id":"1"}`), nil
 }
 
-// provisionedApp provisions the bot part of an App as a config load does,
-// started, and cleaned up at the end of the test.
-func provisionedApp(t *testing.T, a *App) *App {
+// provisionedApp provisions and starts an App on the store in dir, as a
+// config load does, and cleans it up at the end of the test.
+func provisionedApp(t *testing.T, dir string, a *App) *App {
 	t.Helper()
-	a.logger = zap.NewNop()
-	t.Cleanup(func() { _ = a.Cleanup() })
-	if err := a.provisionBots(); err != nil {
+	a.StorageDir = dir
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(func() {
+		_ = a.Cleanup()
+		cancel()
+	})
+	if err := a.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Start(); err != nil {
@@ -48,8 +52,9 @@ func provisionedApp(t *testing.T, a *App) *App {
 // in place, and cleaning up the old config leaves the new one's executor
 // running.
 func TestReloadSharesTheBotExecutor(t *testing.T) {
-	old := provisionedApp(t, &App{BotIsolation: isolationInProcess, BotMaxConcurrent: 2, BotQueueTimeout: caddy.Duration(50 * time.Millisecond)})
-	cur := provisionedApp(t, &App{BotIsolation: isolationInProcess, BotMaxConcurrent: 2, BotQueueTimeout: caddy.Duration(50 * time.Millisecond)})
+	dir := t.TempDir()
+	old := provisionedApp(t, dir, &App{BotIsolation: isolationInProcess, BotMaxConcurrent: 2, BotQueueTimeout: caddy.Duration(50 * time.Millisecond)})
+	cur := provisionedApp(t, dir, &App{BotIsolation: isolationInProcess, BotMaxConcurrent: 2, BotQueueTimeout: caddy.Duration(50 * time.Millisecond)})
 	if old.runner != cur.runner || old.slots != cur.slots {
 		t.Fatalf("the configs have executors %p and %p, slots %p and %p", old.runner, cur.runner, old.slots, cur.slots)
 	}
@@ -88,7 +93,7 @@ func TestReloadSharesTheBotExecutor(t *testing.T) {
 	}
 
 	// A third config's limits apply to the shared slots in place.
-	next := provisionedApp(t, &App{BotIsolation: isolationInProcess, BotMaxConcurrent: 3, BotProjectMaxConcurrent: 2})
+	next := provisionedApp(t, dir, &App{BotIsolation: isolationInProcess, BotMaxConcurrent: 3, BotProjectMaxConcurrent: 2})
 	if next.runner != cur.runner {
 		t.Errorf("a new executor for an unchanged isolation")
 	}
@@ -98,8 +103,9 @@ func TestReloadSharesTheBotExecutor(t *testing.T) {
 }
 
 func TestReloadSharesTheWorkerPool(t *testing.T) {
-	old := provisionedApp(t, &App{})
-	cur := provisionedApp(t, &App{})
+	dir := t.TempDir()
+	old := provisionedApp(t, dir, &App{})
+	cur := provisionedApp(t, dir, &App{})
 	pool, ok := old.runner.(*botrunner.Pool)
 	if !ok || cur.runner != old.runner {
 		t.Fatalf("executors %T %p and %T %p, want one pool", old.runner, old.runner, cur.runner, cur.runner)
@@ -116,8 +122,8 @@ func TestReloadSharesTheWorkerPool(t *testing.T) {
 	}
 
 	// Other worker settings: a pool of their own, the same slots.
-	other := provisionedApp(t, &App{BotRunsPerWorker: 1})
-	inproc := provisionedApp(t, &App{BotIsolation: isolationInProcess})
+	other := provisionedApp(t, dir, &App{BotRunsPerWorker: 1})
+	inproc := provisionedApp(t, dir, &App{BotIsolation: isolationInProcess})
 	if other.runner == botrunner.Executor(pool) || inproc.runner == botrunner.Executor(pool) {
 		t.Errorf("changed worker settings share the old pool")
 	}
