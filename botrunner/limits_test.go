@@ -37,8 +37,8 @@ type slotRun struct {
 	done chan struct{}
 }
 
-// acquireAsync starts acquiring a slot for req and waits until it holds one or waits in the
-// fair queue (want is the queue's length then).
+// acquireAsync starts acquiring a slot for req and returns once the run holds one or waits in
+// the fair queue; a run granted a slot is sent on granted.
 func acquireAsync(t *testing.T, ctx context.Context, s *Slots, name string, req Request, granted chan<- *slotRun) *slotRun {
 	t.Helper()
 	r := &slotRun{name: name, done: make(chan struct{})}
