@@ -94,8 +94,14 @@
 // which, larger than the machine's memory, is fatal to the process. A Pool (see Isolation)
 // bounds each bot's memory for real.
 //
-// MaxConcurrent bounds simultaneous runs, and Request.MaxConcurrent each bot's; a run waits at
-// most QueueTimeout for a slot and then gets ErrBusy.
+// MaxConcurrent bounds simultaneous runs, ProjectMaxConcurrent (default half of it) the runs of
+// one Request.Project, and Request.MaxConcurrent each bot's; a run waits at most QueueTimeout
+// for a slot and then gets ErrBusy. Queued runs are served in turn project by project, and
+// within a project user by user (Request.User), so one project flooding the runner costs another
+// at most one turn. A bot-to-bot call marked Request.InheritSlot runs on its caller's slot, which
+// waits for it, so a chain of calls never waits behind itself. Slots holds these bounds; several
+// executors may share one, and SetLimits changes them while runs go on. Every run's timeout is
+// cut to MaxTimeout (default 15m).
 //
 // # Isolation
 //

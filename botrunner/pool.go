@@ -89,7 +89,7 @@ type PoolOptions struct {
 // processes are and are not isolated from. A Pool is safe for concurrent use.
 type Pool struct {
 	o      PoolOptions
-	slots  *limiter
+	slots  *Slots
 	codes  *digestCache
 	logger *zap.Logger
 
@@ -146,7 +146,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	}
 	return &Pool{
 		o:      o,
-		slots:  newLimiter(o.MaxConcurrent),
+		slots:  o.Slots,
 		codes:  newDigestCache(o.ProgramCacheSize),
 		logger: o.Logger,
 		busy:   map[*worker]struct{}{},
@@ -160,11 +160,13 @@ func NewPool(o PoolOptions) (*Pool, error) {
 // (memory, deadline) or that crashes gives an OutcomeError Result saying so.
 func (p *Pool) Run(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	release, err := p.slots.acquire(ctx, req.BotID, req.MaxConcurrent, p.o.QueueTimeout)
+	h, err := p.slots.acquire(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer h.release()
+	ctx = h.ctx
+	req.Timeout = h.lim.runTimeout(req.Timeout)
 	w, err := p.get(ctx, req.BotID)
 	queueWait := time.Since(start)
 	if err != nil {
@@ -207,8 +209,10 @@ func (p *Pool) Close() error {
 // CPUs, it takes an idle worker or starts one, so runs spread over the CPUs; after that a run
 // joins the least loaded worker of its bot with room (a starting one too, so a burst of runs
 // does not start a process each), else takes an idle worker, else starts one. Workers beyond
-// those the load keeps busy go idle and are reaped. The slot the caller holds guarantees the
-// number of workers stays within MaxConcurrent. Runs without a bot id never share a worker.
+// those the load keeps busy go idle and are reaped. The slot the caller holds keeps the number
+// of busy workers within MaxConcurrent, plus one for each bot-to-bot call running on its
+// caller's slot (InheritSlot; the caller's worker waits for it). Runs without a bot id never
+// share a worker.
 func (p *Pool) get(ctx context.Context, bot string) (*worker, error) {
 	for {
 		p.mu.Lock()

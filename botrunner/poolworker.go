@@ -311,10 +311,7 @@ func checkWorkerCall(m *doMsg) error {
 func (w *worker) run(ctx context.Context, req *Request) (*Result, error) {
 	p := w.p
 	start := time.Now()
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = p.o.DefaultTimeout
-	}
+	timeout := req.Timeout // set by Pool.Run
 	filename, code := req.Filename, req.Code
 	if filename == "" {
 		filename = "index.js"

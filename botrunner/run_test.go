@@ -444,7 +444,7 @@ func TestRunnerIsBusyWhenSaturated(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { return len(r.slots.global) == 2 })
+	waitFor(t, func() bool { return r.slots.Running() == 2 })
 	if _, err := r.Run(ctxT(t), Request{Code: `exports.handler = () => 1`}); !errors.Is(err, ErrBusy) {
 		t.Errorf("err = %v, want ErrBusy", err)
 	}
@@ -463,7 +463,7 @@ func TestPerBotLimit(t *testing.T) {
 		defer close(done)
 		_, _ = r.Run(ctxT(t), Request{Code: loop.JS, BotID: "a", MaxConcurrent: 1, Timeout: 2 * time.Second})
 	}()
-	waitFor(t, func() bool { return len(r.slots.global) == 1 })
+	waitFor(t, func() bool { return r.slots.Running() == 1 })
 	if _, err := r.Run(ctxT(t), Request{Code: loop.JS, BotID: "a", MaxConcurrent: 1}); !errors.Is(err, ErrBusy) {
 		t.Errorf("second run of bot a: err = %v, want ErrBusy", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -35,10 +34,21 @@ var ErrBusy = errors.New("bot runner is busy: too many concurrent bot runs")
 type Options struct {
 	// MaxConcurrent bounds simultaneous runs across all bots. Default: 4 × GOMAXPROCS.
 	MaxConcurrent int
+	// ProjectMaxConcurrent bounds the simultaneous runs of one project (Request.Project), so
+	// that another project always finds a slot. Default: half of MaxConcurrent, at least 1;
+	// negative: no bound but MaxConcurrent.
+	ProjectMaxConcurrent int
 	// QueueTimeout is how long a run waits for a slot before Run returns ErrBusy. Default: 1s.
 	QueueTimeout time.Duration
 	// DefaultTimeout is the wall-clock limit of a run whose Request has none. Default: 10s.
 	DefaultTimeout time.Duration
+	// MaxTimeout bounds every run's wall-clock limit: a longer Request.Timeout is cut to it.
+	// Default: 15m; negative: no bound.
+	MaxTimeout time.Duration
+	// Slots, when set, hands out the run slots instead of Slots of the executor's own, and its
+	// Limits apply instead of MaxConcurrent, ProjectMaxConcurrent, QueueTimeout,
+	// DefaultTimeout and MaxTimeout. Executors sharing one Slots share its bounds.
+	Slots *Slots
 	// MaxConsoleBytes bounds captured console output; the last bytes are kept. Default: 64 KiB.
 	MaxConsoleBytes int
 	// MaxResultBytes bounds a serialised result; a larger one is an error result. Default: 10 MiB.
@@ -83,7 +93,7 @@ const DefaultHeapBudget = 256 << 20
 // bounded globally and per bot. It is safe for concurrent use.
 type Runner struct {
 	opts    Options
-	slots   *limiter
+	slots   *Slots
 	cache   *programCache
 	workers workerPool
 	heap    *heapWatch // nil when the watchdog is off
@@ -97,7 +107,7 @@ func New(o Options) *Runner {
 	o = o.withDefaults()
 	r := &Runner{
 		opts:    o,
-		slots:   newLimiter(o.MaxConcurrent),
+		slots:   o.Slots,
 		cache:   newProgramCache(o.ProgramCacheSize),
 		workers: workerPool{jobs: make(chan func())},
 	}
@@ -115,17 +125,14 @@ func New(o Options) *Runner {
 // HeapBudget is the heap budget of the runner's bots (Options.HeapBudget after defaults).
 func (r *Runner) HeapBudget() int64 { return r.opts.HeapBudget }
 
-// withDefaults returns o with its zero fields set to their defaults.
+// withDefaults returns o with its zero fields set to their defaults and its Slots made.
 func (o Options) withDefaults() Options {
-	if o.MaxConcurrent <= 0 {
-		o.MaxConcurrent = 4 * runtime.GOMAXPROCS(0)
+	if o.Slots == nil {
+		o.Slots = NewSlots(o.Limits())
 	}
-	if o.QueueTimeout <= 0 {
-		o.QueueTimeout = DefaultQueueTimeout
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
+	lim := o.Slots.Limits()
+	o.MaxConcurrent, o.ProjectMaxConcurrent, o.QueueTimeout = lim.MaxConcurrent, lim.ProjectMaxConcurrent, lim.QueueTimeout
+	o.DefaultTimeout, o.MaxTimeout = lim.DefaultTimeout, lim.MaxTimeout
 	if o.MaxConsoleBytes <= 0 {
 		o.MaxConsoleBytes = DefaultMaxConsoleBytes
 	}
@@ -144,6 +151,17 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Limits returns the run limits o sets.
+func (o Options) Limits() Limits {
+	return Limits{
+		MaxConcurrent:        o.MaxConcurrent,
+		ProjectMaxConcurrent: o.ProjectMaxConcurrent,
+		QueueTimeout:         o.QueueTimeout,
+		DefaultTimeout:       o.DefaultTimeout,
+		MaxTimeout:           o.MaxTimeout,
+	}
+}
+
 // Request is one bot run.
 type Request struct {
 	// CacheKey identifies the code, such as bot id + "@" + versionId of the executable code.
@@ -155,13 +173,27 @@ type Request struct {
 	Program *Program
 	// Filename names the code in stack traces. Default: "index.js".
 	Filename string
-	// Timeout is the run's wall-clock limit. Default: Options.DefaultTimeout.
+	// Timeout is the run's wall-clock limit, at most Limits.MaxTimeout. Default:
+	// Limits.DefaultTimeout.
 	Timeout time.Duration
 	// MaxConcurrent bounds simultaneous runs of BotID (0 = only the global bound). The first
 	// run of a bot sets its bound until all its runs end.
 	MaxConcurrent int
 	// BotID keys the per-bot bound.
 	BotID string
+	// Project is the project the run counts against: it takes one of the project's
+	// Limits.ProjectMaxConcurrent slots, and queued runs take turns project by project. Empty:
+	// the run is bound by MaxConcurrent only.
+	Project string
+	// User is whom the run is for, within Project: queued runs of a project take turns user by
+	// user.
+	User string
+	// InheritSlot marks a bot-to-bot call: a run made by the bot whose run's context is ctx
+	// (the context Run passes to the MedplumClient), which waits for it. The call runs on that
+	// run's slot instead of queueing for one, so it never waits behind its own caller, and it
+	// skips the per-bot bound of a bot its callers are running. Without such a caller in ctx
+	// (or while that caller's slot is lent to another call) the run queues as any other.
+	InheritSlot bool
 	// Event is the bot's second argument.
 	Event Event
 	// Medplum serves the bot's first argument. Nil: every call rejects with an
@@ -222,10 +254,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	if n := r.stuck.Load(); n >= int64(r.opts.MaxConcurrent) {
 		return nil, fmt.Errorf("%w (%d runs are stuck in native code past their deadline)", ErrBusy, n)
 	}
-	release, err := r.slots.acquire(ctx, req.BotID, req.MaxConcurrent, r.opts.QueueTimeout)
+	h, err := r.slots.acquire(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
+	release, ctx := h.release, h.ctx
 	queueWait := time.Since(start)
 	if err := req.Event.Input.parseDeferred(); err != nil {
 		release()
@@ -243,10 +276,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 		return finish(&Result{Outcome: OutcomeError, Message: cerr.Error(), QueueWait: queueWait}), nil
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = r.opts.DefaultTimeout
-	}
+	timeout := h.lim.runTimeout(req.Timeout)
 
 	x := newExecution(r, ctx, &req, prg, timeout)
 	if r.heap != nil {

@@ -129,9 +129,11 @@ func (s *workerServer) configure(init *initMsg) {
 		heap = init.memory / workerHeapDen * workerHeapNum
 	}
 	s.runner = New(Options{
-		// The pool bounds concurrency and waiting; the worker's runner never refuses a run.
+		// The pool bounds concurrency, waiting and run time; the worker's runner never refuses
+		// or shortens a run.
 		MaxConcurrent:   64,
 		QueueTimeout:    time.Hour,
+		MaxTimeout:      -1,
 		MaxConsoleBytes: init.maxConsoleBytes,
 		MaxResultBytes:  init.maxResultBytes,
 		MaxHeapBytes:    heap,

@@ -76,6 +76,16 @@ type App struct {
 	// 429 with Retry-After. Default: 4 × the number of CPUs.
 	BotMaxConcurrent int `json:"bot_max_concurrent,omitempty"`
 
+	// BotProjectMaxConcurrent bounds the simultaneous bot runs of one
+	// project, asynchronous runs included, so that another project always
+	// finds a slot. A bot's `medplum.executeBot` runs on its caller's slot,
+	// which waits for it. Queued runs are served in turn project by project,
+	// and within a project user by user. Default: half of
+	// `bot_max_concurrent`, at least 1. Negative (`off` in the Caddyfile), or
+	// not below `bot_max_concurrent`: no bound but `bot_max_concurrent`, for a
+	// gateway serving one project (with a warning).
+	BotProjectMaxConcurrent int `json:"bot_project_max_concurrent,omitempty"`
+
 	// BotQueueTimeout is how long a bot run waits for a free slot. Default: 1s.
 	BotQueueTimeout caddy.Duration `json:"bot_queue_timeout,omitempty"`
 
@@ -87,6 +97,12 @@ type App struct {
 	// waits for bots: their runs, async ones included, go on to their end.
 	// Caddy's own `grace_period` still bounds other requests. Default: 10s.
 	BotShutdownGrace caddy.Duration `json:"bot_shutdown_grace,omitempty"`
+
+	// BotMaxTimeout bounds every bot run's wall-clock limit: a Bot whose
+	// `timeout` is longer (up to the 900 s a Bot accepts) is stopped at
+	// BotMaxTimeout. The Bot is stored as written. It must not be shorter
+	// than `bot_timeout`. Default: 15m.
+	BotMaxTimeout caddy.Duration `json:"bot_max_timeout,omitempty"`
 
 	// BotIsolation says where bots run: `process` runs bots in worker
 	// processes (this binary's hidden `caddy fhirgate bot-worker` command),
@@ -196,8 +212,12 @@ type App struct {
 	oauth    *oauth.Server
 	runner   botrunner.Executor
 	compiler *botrunner.Compiler
-	logger   *zap.Logger
-	ctx      caddy.Context
+	// slots and executorKey are this config's uses of botSlots and
+	// botExecutors (botpool.go).
+	slots       *botrunner.Slots
+	executorKey string
+	logger      *zap.Logger
+	ctx         caddy.Context
 }
 
 // CaddyModule returns the Caddy module information.
@@ -267,16 +287,19 @@ func (a *App) provisionCompiler() error {
 	return nil
 }
 
-// provisionBots creates the bot runner: a pool of worker processes or an
-// in-process runner. Workers start on the first run, so provisioning (and
-// `caddy validate`) starts no process.
+// provisionBots takes the bot runner, shared by all loaded configs (see
+// botpool.go): a pool of worker processes or an in-process runner. Workers
+// start on the first run, so provisioning (and `caddy validate`) starts no
+// process.
 func (a *App) provisionBots() error {
-	opts := botrunner.Options{
-		MaxConcurrent:  a.BotMaxConcurrent,
-		QueueTimeout:   time.Duration(a.BotQueueTimeout),
-		DefaultTimeout: time.Duration(a.BotTimeout),
-		Compiler:       a.compiler, // in process: code not compiled by it is checked once in a process
+	if err := a.checkBotLimits(); err != nil {
+		return err
 	}
+	slots, err := a.shareSlots()
+	if err != nil {
+		return err
+	}
+	opts := botrunner.Options{Slots: slots}
 	isolation := a.BotIsolation
 	if isolation == "" {
 		isolation = defaultIsolation
@@ -290,8 +313,12 @@ func (a *App) provisionBots() error {
 			return fmt.Errorf("invalid bot_memory %d: must be positive", a.BotMemory)
 		}
 		opts.HeapBudget = a.BotMemory
-		a.runner = botrunner.New(opts)
-		return nil
+		// In process, code not compiled by a Compiler is checked once in a
+		// compile process; the runner keeps the compiler of the config that
+		// created it.
+		opts.Compiler = a.compiler
+		key := fmt.Sprintf("%s heap=%d", isolation, a.BotMemory)
+		return a.shareExecutor(key, func() (botrunner.Executor, error) { return botrunner.New(opts), nil })
 	case isolationProcess:
 	default:
 		return fmt.Errorf("invalid bot_isolation '%s': want %s or %s", a.BotIsolation, isolationProcess, isolationInProcess)
@@ -300,18 +327,23 @@ func (a *App) provisionBots() error {
 	if err != nil {
 		return fmt.Errorf("finding this executable to start bot workers: %w", err)
 	}
-	pool, err := botrunner.NewPool(botrunner.PoolOptions{
-		Options:       opts,
-		Command:       []string{exe, "fhirgate", botWorkerCommandName},
-		WorkerMemory:  cmp.Or(a.BotWorkerMemory, a.BotMemory),
-		RunsPerWorker: a.BotRunsPerWorker,
-		Logger:        a.logger.Named("bot_worker"),
+	// Worker settings cannot change under running workers: other values get
+	// an executor of their own.
+	memory := cmp.Or(a.BotWorkerMemory, a.BotMemory)
+	key := fmt.Sprintf("%s memory=%d runs=%d", isolation, memory, a.BotRunsPerWorker)
+	return a.shareExecutor(key, func() (botrunner.Executor, error) {
+		pool, err := botrunner.NewPool(botrunner.PoolOptions{
+			Options:       opts,
+			Command:       []string{exe, "fhirgate", botWorkerCommandName},
+			WorkerMemory:  memory,
+			RunsPerWorker: a.BotRunsPerWorker,
+			Logger:        a.logger.Named("bot_worker"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bot workers: %w", err)
+		}
+		return pool, nil
 	})
-	if err != nil {
-		return fmt.Errorf("bot workers: %w", err)
-	}
-	a.runner = pool
-	return nil
 }
 
 // defaultIssuer is the issuer when none is configured.
@@ -353,18 +385,23 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	return err
 }
 
-// Start starts the app. Everything a request needs is ready after
-// Provision; there is no background work yet.
-func (a *App) Start() error { return nil }
+// Start applies the config's bot run limits to the run slots all loaded
+// configs share. Everything a request needs is ready after Provision; there
+// is no background work yet.
+func (a *App) Start() error {
+	a.startBots()
+	return nil
+}
 
 // Stop stops the app.
 func (a *App) Stop() error { return nil }
 
-// Cleanup stops the bot workers and releases this config's use of the
-// store; the last user closes it.
+// Cleanup releases this config's use of the bot executor and the store; the
+// last user of each closes it (runs still going finish on their workers,
+// which then stop).
 func (a *App) Cleanup() error {
-	if pool, ok := a.runner.(*botrunner.Pool); ok {
-		_ = pool.Close() // runs still going finish on their workers, which then stop
+	if err := a.cleanupBots(); err != nil && a.logger != nil {
+		a.logger.Error("releasing the bot executor", zap.Error(err))
 	}
 	if a.store == nil {
 		return nil

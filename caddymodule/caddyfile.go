@@ -37,8 +37,10 @@ func init() {
 //		userinfo_cache_ttl <duration>
 //		bot_timeout        <duration>
 //		bot_max_concurrent <n>
+//		bot_project_max_concurrent <n>|off
 //		bot_queue_timeout  <duration>
 //		bot_shutdown_grace <duration>
+//		bot_max_timeout    <duration>
 //		bot_isolation      process|inprocess
 //		bot_memory         <size>
 //		bot_worker_memory  <size>
@@ -141,12 +143,20 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseDuration(d, &a.BotCompileTimeout); err != nil {
 				return err
 			}
+		case "bot_max_timeout":
+			if err := parseDuration(d, &a.BotMaxTimeout); err != nil {
+				return err
+			}
 		case "audit_retention":
 			if err := parseDuration(d, &a.AuditRetention); err != nil {
 				return err
 			}
 		case "bot_max_concurrent":
 			if err := parsePositiveInt(d, &a.BotMaxConcurrent); err != nil {
+				return err
+			}
+		case "bot_project_max_concurrent":
+			if err := parsePositiveIntOrOff(d, &a.BotProjectMaxConcurrent); err != nil {
 				return err
 			}
 		case "bot_isolation":
@@ -361,6 +371,29 @@ func parsePositiveInt(d *caddyfile.Dispenser, dst *int) error {
 	n, err := strconv.Atoi(arg)
 	if err != nil || n <= 0 {
 		return d.Errf("invalid %s '%s': must be a positive integer", name, arg)
+	}
+	*dst = n
+	return nil
+}
+
+// parsePositiveIntOrOff reads one positive integer, or `off` (stored as -1),
+// into dst.
+func parsePositiveIntOrOff(d *caddyfile.Dispenser, dst *int) error {
+	if *dst != 0 {
+		return d.Errf("%s already specified", d.Val())
+	}
+	name := d.Val()
+	var arg string
+	if !d.AllArgs(&arg) {
+		return d.ArgErr()
+	}
+	if arg == "off" {
+		*dst = -1
+		return nil
+	}
+	n, err := strconv.Atoi(arg)
+	if err != nil || n <= 0 {
+		return d.Errf("invalid %s '%s': must be a positive integer or off", name, arg)
 	}
 	*dst = n
 	return nil

@@ -59,6 +59,10 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		Filename:      bot.ExecutableCode.Title,
 		BotID:         bot.ID,
 		MaxConcurrent: bot.MaxConcurrent,
+		Project:       id.ProjectID,
+		User:          id.UserID,
+		// A bot's medplum.executeBot runs on its caller's slot: the caller waits for it.
+		InheritSlot: ctx.Value(depthKey{}) != nil,
 		Event: botrunner.Event{
 			Bot:         botrunner.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name},
 			ContentType: r.Header.Get("Content-Type"),
