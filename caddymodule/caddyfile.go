@@ -141,6 +141,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&a.BotIsolation) {
 				return d.ArgErr()
 			}
+			if err := checkBotIsolation(a.BotIsolation); err != nil {
+				return d.WrapErr(err)
+			}
 		case "bot_worker_memory":
 			if a.BotWorkerMemory != 0 {
 				return d.Err("bot_worker_memory already specified")
