@@ -67,8 +67,17 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 // global option and no fhirgate handler) has nothing to administer. The
 // app is looked up per request (a map read): operator traffic is light, and
 // the app may not exist yet when this module is provisioned.
+//
+// The app is that of the running config: Caddy provisions the admin
+// endpoint of a new config before its apps, and keeps it when the load is
+// refused, so this module's own config may be one that never ran. Only
+// while the first config is still loading is there no running one; then
+// the module's own config answers, once its app has started.
 func (a *adminAPI) resolve(ctx context.Context) (http.Handler, error) {
-	appVal, err := a.ctx.AppIfConfigured("fhirgate")
+	appVal, err := caddy.ActiveContext().AppIfConfigured("fhirgate")
+	if errors.Is(err, caddy.ErrNotConfigured) {
+		appVal, err = a.ctx.AppIfConfigured("fhirgate")
+	}
 	if errors.Is(err, caddy.ErrNotConfigured) {
 		return nil, errors.New("the fhirgate app is not part of the running config")
 	}
