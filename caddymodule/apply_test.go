@@ -340,3 +340,47 @@ func TestAwaitDeclared(t *testing.T) {
 		t.Fatal("a config cleaned up without Start serves")
 	}
 }
+
+// TestTooManyDeclaredRecordsSaySo: a first load whose new records exceed
+// one store transaction (about 200 new bots, measured: 200 fit, 250 do not)
+// is refused with an error that says so, and writes nothing; the same
+// records added over two loads go in, since unchanged records are not
+// written again.
+func TestTooManyDeclaredRecordsSaySo(t *testing.T) {
+	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	st := store.New(kv, store.Options{})
+	src := writeFile(t, t.TempDir(), "echo.ts", echoBot)
+	load := func(n int) error {
+		bots := map[string]*BotConfig{}
+		for i := range n {
+			bots[fmt.Sprint("bot-", i)] = &BotConfig{Source: src, Identifiers: []string{fmt.Sprint("https://example.com/bots|", i)}}
+		}
+		a := &App{logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: bots}}}
+		d, err := a.checkDeclared(st)
+		if err != nil {
+			return err
+		}
+		return a.writeDeclared(context.Background(), st, d, nil)
+	}
+	err = load(300)
+	if !errors.Is(err, store.ErrTxnTooBig) || !strings.Contains(err.Error(), "do not fit one store transaction") {
+		t.Fatalf("300 new bots: %v", err)
+	}
+	if n := len(snapshot(t, st)); n != 0 {
+		t.Fatalf("a refused load wrote %d keys", n)
+	}
+	if err := load(150); err != nil {
+		t.Fatal(err)
+	}
+	if err := load(300); err != nil {
+		t.Fatal(err)
+	}
+	bots, err := store.Search[store.Bot](context.Background(), st, store.Filter{})
+	if err != nil || len(bots) != 300 {
+		t.Fatalf("%d bots, %v", len(bots), err)
+	}
+}
