@@ -167,7 +167,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.store = h
 
-	if a.declared, err = a.checkDeclared(h.store); err != nil {
+	if a.declared, err = a.checkDeclared(ctx, h.store); err != nil {
 		return err
 	}
 	if err := a.provisionBots(); err != nil {

@@ -67,8 +67,10 @@ type declaredBot struct {
 
 // checkDeclared builds the configured projects, in a stable order so that
 // errors are reproducible, validating every record with the store's own
-// checks and compiling every bot. It writes nothing.
-func (a *App) checkDeclared(st *store.Store) (*declared, error) {
+// checks and compiling every bot; then it tries the write against the store
+// as it is now (unique values held by other records, references, the
+// transaction's size) in a transaction it discards. It writes nothing.
+func (a *App) checkDeclared(ctx context.Context, st *store.Store) (*declared, error) {
 	d := new(declared)
 	for _, pid := range sortedKeys(a.Projects) {
 		p, err := checkProject(st, pid, a.Projects[pid])
@@ -77,7 +79,24 @@ func (a *App) checkDeclared(st *store.Store) (*declared, error) {
 		}
 		d.projects = append(d.projects, p)
 	}
+	ws, _, err := planDeclared(ctx, st, d)
+	if err != nil {
+		return nil, err
+	}
+	if len(ws) > 0 {
+		if err := st.TryAll(ctx, ws); err != nil {
+			return nil, declaredWriteError(len(ws), err)
+		}
+	}
 	return d, nil
+}
+
+// declaredWriteError explains a refused write of n declared records.
+func declaredWriteError(n int, err error) error {
+	if errors.Is(err, store.ErrTxnTooBig) {
+		return fmt.Errorf("writing the declared records: the %d records that changed do not fit one store transaction; declare fewer records per load (e.g. add the projects in several reloads): %w", n, err)
+	}
+	return fmt.Errorf("writing the declared records: %w", err)
 }
 
 func checkProject(st *store.Store, pid string, p *ProjectConfig) (*declaredProject, error) {
@@ -239,11 +258,8 @@ func (a *App) writeDeclared(ctx context.Context, st *store.Store, d *declared, k
 			break
 		}
 	}
-	if errors.Is(err, store.ErrTxnTooBig) {
-		return fmt.Errorf("writing the declared records: the %d records that changed do not fit one store transaction; declare fewer records per load (e.g. add the projects in several reloads): %w", len(ws), err)
-	}
 	if err != nil {
-		return fmt.Errorf("writing the declared records: %w", err)
+		return declaredWriteError(len(ws), err)
 	}
 	// The bots no longer refer to their previous code. Removing it is
 	// housekeeping: a failure leaves an orphan Binary, not a broken bot.

@@ -231,13 +231,14 @@ func TestWriteDeclaredFailingMidwayLeavesTheOldRecords(t *testing.T) {
 	src := t.TempDir()
 	a := &App{logger: zap.NewNop()}
 	ctx := context.Background()
-	load := func(st *store.Store, p *ProjectConfig) error {
+	// The checks run on the healthy store, the write on the given one.
+	load := func(w *store.Store, p *ProjectConfig) error {
 		a.Projects = map[string]*ProjectConfig{"p": p}
-		d, err := a.checkDeclared(st)
+		d, err := a.checkDeclared(ctx, st)
 		if err != nil {
 			return err
 		}
-		return a.writeDeclared(ctx, st, d, nil)
+		return a.writeDeclared(ctx, w, d, nil)
 	}
 	if err := load(st, &ProjectConfig{
 		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann"}},
@@ -289,7 +290,7 @@ func TestApplyBotAuditEventTrigger(t *testing.T) {
 			defer kv.Close()
 			st := store.New(kv, store.Options{})
 			a := &App{logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}}}}
-			d, err := a.checkDeclared(st)
+			d, err := a.checkDeclared(ctx, st)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
@@ -354,17 +355,18 @@ func TestTooManyDeclaredRecordsSaySo(t *testing.T) {
 	defer kv.Close()
 	st := store.New(kv, store.Options{})
 	src := writeFile(t, t.TempDir(), "echo.ts", echoBot)
+	ctx := context.Background()
 	load := func(n int) error {
 		bots := map[string]*BotConfig{}
 		for i := range n {
 			bots[fmt.Sprint("bot-", i)] = &BotConfig{Source: src, Identifiers: []string{fmt.Sprint("https://example.com/bots|", i)}}
 		}
 		a := &App{logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: bots}}}
-		d, err := a.checkDeclared(st)
+		d, err := a.checkDeclared(ctx, st)
 		if err != nil {
 			return err
 		}
-		return a.writeDeclared(context.Background(), st, d, nil)
+		return a.writeDeclared(ctx, st, d, nil)
 	}
 	err = load(300)
 	if !errors.Is(err, store.ErrTxnTooBig) || !strings.Contains(err.Error(), "do not fit one store transaction") {
@@ -383,4 +385,33 @@ func TestTooManyDeclaredRecordsSaySo(t *testing.T) {
 	if err != nil || len(bots) != 300 {
 		t.Fatalf("%d bots, %v", len(bots), err)
 	}
+}
+
+// TestProvisionRefusesAConflictWithStoredRecords: a declared bot whose
+// identifier a bot made through the admin API holds is refused when the
+// config is provisioned — what `caddy validate` runs — not only when it
+// starts, and nothing is written.
+func TestProvisionRefusesAConflictWithStoredRecords(t *testing.T) {
+	dir := t.TempDir()
+	first := map[string]*ProjectConfig{"p": {Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann"}}}}
+	old, err := loadApp(t, dir, first, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := old.Store()
+	other := &store.Bot{Name: "admin-made", Identifier: []store.Identifier{{System: "https://example.com/bots", Value: "taken"}}}
+	other.Meta.Project = "p"
+	if err := st.Create(context.Background(), other, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, st)
+	next := map[string]*ProjectConfig{"p": {
+		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann", Admin: true}},
+		Bots:  map[string]*BotConfig{"b": {Identifiers: []string{"https://example.com/bots|taken"}}},
+	}}
+	_, err = loadApp(t, dir, next, false)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("provisioning a taken identifier: %v", err)
+	}
+	sameSnapshot(t, "refused provisioning", before, snapshot(t, st))
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -29,6 +30,22 @@ type Write struct {
 // pointer. A larger batch fails with an error wrapping ErrTxnTooBig, and
 // nothing is written.
 func (s *Store) PutAll(ctx context.Context, ws []Write) error {
+	return s.putAll(ctx, ws, false)
+}
+
+// TryAll checks ws exactly as [Store.PutAll] would — field checks,
+// references, unique values, IfMatch, the transaction's size — inside a
+// transaction that is then discarded: nothing is written, and the
+// resources are left as they were. A later PutAll of the same batch can
+// still fail if the store changes in between.
+func (s *Store) TryAll(ctx context.Context, ws []Write) error {
+	return s.putAll(ctx, ws, true)
+}
+
+// errDryRun ends a TryAll transaction so that it is not committed.
+var errDryRun = errors.New("dry run")
+
+func (s *Store) putAll(ctx context.Context, ws []Write, dryRun bool) error {
 	saved := make([]Base, len(ws))
 	restore := func(n int) {
 		for i := range n {
@@ -59,8 +76,18 @@ func (s *Store) PutAll(ctx context.Context, ws []Write) error {
 				return fmt.Errorf("%s/%s: %w", w.typ, w.r.Base().ID, err)
 			}
 		}
+		if dryRun {
+			return errDryRun
+		}
 		return nil
 	})
+	if dryRun {
+		restore(len(ws))
+		if errors.Is(err, errDryRun) {
+			return nil
+		}
+		return fmt.Errorf("checking %d resources: %w", len(ws), err)
+	}
 	for _, w := range writes {
 		s.changes.note(w.typ)
 	}

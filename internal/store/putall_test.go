@@ -261,3 +261,56 @@ func TestValidateWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTryAllWritesNothing: TryAll refuses what PutAll refuses (a unique
+// value held by a stored record, a stale IfMatch, a batch too big for one
+// transaction) and accepts what it accepts, writing nothing either way.
+func TestTryAllWritesNothing(t *testing.T) {
+	kv, _ := openTestKV(t)
+	st := New(kv, Options{})
+	ctx := context.Background()
+	old := newUser("u1", "one@example.com")
+	if _, err := st.Put(ctx, old, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() int {
+		n := 0
+		if err := kv.View(ctx, func(tx Txn) error {
+			return tx.Scan(nil, false, func(_, _ []byte) error { n++; return nil })
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := keys()
+	good := []Write{{Resource: newUser("u1", "renamed@example.com"), IfMatch: old.Meta.VersionID}, {Resource: newUser("u2", "one@example.com")}}
+	if err := st.TryAll(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	if good[0].Resource.Base().Meta.VersionID != "" {
+		t.Fatal("TryAll left a version on its input")
+	}
+	if err := st.TryAll(ctx, []Write{{Resource: newUser("u2", "ONE@example.com")}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a taken email: %v", err)
+	}
+	if err := st.TryAll(ctx, []Write{{Resource: newUser("u1", "x@example.com"), IfMatch: "stale"}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a stale IfMatch: %v", err)
+	}
+	var many []Write
+	for i := range 5000 {
+		many = append(many, Write{Resource: newUser(fmt.Sprint("m", i), fmt.Sprintf("m%d@example.com", i))})
+	}
+	if err := st.TryAll(ctx, many); !errors.Is(err, ErrTxnTooBig) {
+		t.Fatalf("5000 users: %v", err)
+	}
+	if n := keys(); n != before {
+		t.Fatalf("TryAll changed the key count from %d to %d", before, n)
+	}
+	if got, err := Get[User](ctx, st, "u1"); err != nil || got.Meta.VersionID != old.Meta.VersionID {
+		t.Fatalf("u1 after TryAll: %+v, %v", got, err)
+	}
+	// What TryAll accepted, PutAll writes.
+	if err := st.PutAll(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+}
