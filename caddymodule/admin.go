@@ -54,7 +54,7 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 
 // serve hands the request to the domain handler once the app exists.
 func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
-	h, err := a.resolve()
+	h, err := a.resolve(r.Context())
 	if err != nil {
 		fhir.WriteOutcome(w, http.StatusServiceUnavailable, err.Error())
 		return nil
@@ -67,8 +67,17 @@ func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 // global option and no fhirgate handler) has nothing to administer. The
 // app is looked up per request (a map read): operator traffic is light, and
 // the app may not exist yet when this module is provisioned.
-func (a *adminAPI) resolve() (http.Handler, error) {
-	appVal, err := a.ctx.AppIfConfigured("fhirgate")
+//
+// The app is that of the running config: Caddy provisions the admin
+// endpoint of a new config before its apps, and keeps it when the load is
+// refused, so this module's own config may be one that never ran. Only
+// while the first config is still loading is there no running one; then
+// the module's own config answers, once its app has started.
+func (a *adminAPI) resolve(ctx context.Context) (http.Handler, error) {
+	appVal, err := caddy.ActiveContext().AppIfConfigured("fhirgate")
+	if errors.Is(err, caddy.ErrNotConfigured) {
+		appVal, err = a.ctx.AppIfConfigured("fhirgate")
+	}
 	if errors.Is(err, caddy.ErrNotConfigured) {
 		return nil, errors.New("the fhirgate app is not part of the running config")
 	}
@@ -78,6 +87,9 @@ func (a *adminAPI) resolve() (http.Handler, error) {
 	app := appVal.(*App)
 	if app.store == nil {
 		return nil, errors.New("the fhirgate app is not ready")
+	}
+	if err := app.awaitDeclared(ctx); err != nil {
+		return nil, fmt.Errorf("the fhirgate app is not ready: %w", err)
 	}
 	return app.adminHandler(), nil
 }

@@ -7,9 +7,12 @@ package caddymodule
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -31,10 +34,14 @@ func init() {
 // projects, clients, users and bots declared in the config when the config
 // is loaded.
 //
-// The store is open when Provision returns, because Caddy starts apps in no
-// fixed order and the HTTP server may serve a request first. A consequence:
-// `caddy validate` against the storage directory of a running instance meets
-// Badger's directory lock and fails, saying so.
+// A load is all or nothing. Provision opens the store, builds every
+// declared record, checks it as the store would and compiles every
+// declared bot, and writes nothing, so `caddy validate` never writes. Start
+// writes what changed in one transaction; until then (Caddy starts apps in
+// no fixed order) fhirgate's requests on this config wait for it. Any error
+// refuses the load and leaves the store as it was; on a reload the old
+// config keeps serving. `caddy validate` against the storage directory of a
+// running instance meets Badger's directory lock and fails, saying so.
 type App struct {
 	// StorageDir is the directory of the embedded Badger store. It is
 	// created if missing. Default: `fhirgate` under Caddy's data directory
@@ -208,6 +215,10 @@ type App struct {
 
 	store    *storeHandle
 	dir      string
+	declared *declared
+	keys     *pendingKeys
+	ready    *loadState
+
 	tokens   *tokens.Service
 	oauth    *oauth.Server
 	runner   botrunner.Executor
@@ -228,10 +239,12 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision opens the store and applies the declared projects.
+// Provision opens the store and checks the declared projects; it writes
+// nothing.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.ready = newLoadState()
 
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -250,7 +263,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionCompiler(); err != nil {
 		return err
 	}
-	if err := a.applyDeclared(ctx); err != nil {
+	if a.declared, err = a.checkDeclared(ctx, h.store); err != nil {
 		return err
 	}
 	if err := a.provisionBots(); err != nil {
@@ -363,7 +376,8 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	// Retired keys must verify as long as the longest token lives; the
 	// default covers two weeks, a longer configured lifetime extends it.
 	maxLife := max(tokens.DefaultMaxTokenLifetime, time.Duration(a.RefreshTokenTTL)+time.Hour, time.Duration(a.AccessTokenTTL)+time.Hour)
-	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: oauth.KeyStore{Store: st}, MaxTokenLifetime: maxLife})
+	a.keys = &pendingKeys{KeyStore: oauth.KeyStore{Store: st}}
+	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: a.keys, MaxTokenLifetime: maxLife})
 	if err != nil {
 		return fmt.Errorf("loading signing keys: %w", err)
 	}
@@ -385,12 +399,78 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	return err
 }
 
-// Start applies the config's bot run limits to the run slots all loaded
-// configs share. Everything a request needs is ready after Provision; there
-// is no background work yet.
+// Start writes the declared records (and the first signing key of a new
+// store) in one transaction, then applies the config's bot run limits to
+// the run slots all loaded configs share. An error refuses the whole load:
+// Caddy stops what it started of this config and, on a reload, keeps the
+// old one (and its limits).
 func (a *App) Start() error {
-	a.startBots()
+	err := a.start()
+	if err != nil {
+		a.logger.Error("config load refused", zap.Error(err))
+	} else {
+		a.startBots()
+	}
+	a.markReady(err)
+	return err
+}
+
+func (a *App) start() error {
+	// Before anything else writes: jobs a previous process left running.
+	if err := a.store.recoverJobs(a.ctx, a.logger); err != nil {
+		return err
+	}
+	if err := a.writeDeclared(a.ctx, a.store.store, a.declared, a.keys.take()); err != nil {
+		return err
+	}
+	a.keys.written()
 	return nil
+}
+
+// loadState is the outcome of writing a config's declared records: done
+// is closed when Start has written them (err nil) or the load ended without
+// them.
+type loadState struct {
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+func newLoadState() *loadState { return &loadState{done: make(chan struct{})} }
+
+// markReady releases the requests waiting for the declared records; the
+// first outcome stands.
+func (a *App) markReady(err error) {
+	a.ready.once.Do(func() {
+		a.ready.err = err
+		close(a.ready.done)
+	})
+}
+
+// declaredWait bounds how long a request waits for its config's declared
+// records: Start writes them in one transaction right after the apps are
+// provisioned, normally within milliseconds.
+const declaredWait = 10 * time.Second
+
+// awaitDeclared waits until Start has written the declared records. It
+// returns an error when the load failed, was abandoned or takes longer
+// than declaredWait.
+func (a *App) awaitDeclared(ctx context.Context) error {
+	select {
+	case <-a.ready.done:
+		return a.ready.err
+	default:
+	}
+	t := time.NewTimer(declaredWait)
+	defer t.Stop()
+	select {
+	case <-a.ready.done:
+		return a.ready.err
+	case <-t.C:
+		return errors.New("the configuration is still loading")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Stop stops the app.
@@ -400,6 +480,9 @@ func (a *App) Stop() error { return nil }
 // last user of each closes it (runs still going finish on their workers,
 // which then stop).
 func (a *App) Cleanup() error {
+	if a.ready != nil {
+		a.markReady(errors.New("the configuration was not started"))
+	}
 	if err := a.cleanupBots(); err != nil && a.logger != nil {
 		a.logger.Error("releasing the bot executor", zap.Error(err))
 	}

@@ -2,13 +2,272 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/store"
 )
+
+const (
+	echoBot   = "export async function handler(m: unknown, e: { input: unknown }) { return e.input; }\n"
+	shoutBot  = "export async function handler(m: unknown, e: { input: string }) { return String(e.input).toUpperCase(); }\n"
+	brokenBot = "export async function handler(m: unknown, e: { input: unknown } {\n"
+)
+
+// writeFile writes content to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// snapshot is every key and value of the store, the strictest "nothing
+// changed" there is: records, versions, indexes.
+func snapshot(t *testing.T, st *store.Store) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := st.KV().View(context.Background(), func(tx store.Txn) error {
+		return tx.Scan(nil, false, func(k, v []byte) error {
+			m[string(k)] = string(v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func sameSnapshot(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	for k, v := range after {
+		if old, ok := before[k]; !ok {
+			t.Errorf("%s: key %q appeared", what, k)
+		} else if old != v {
+			t.Errorf("%s: key %q changed", what, k)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			t.Errorf("%s: key %q disappeared", what, k)
+		}
+	}
+}
+
+// loadApp provisions an App over dir as Caddy does for a config load; start
+// also runs Start. It returns the app (cleaned up with the test) or the
+// load's error.
+func loadApp(t *testing.T, dir string, projects map[string]*ProjectConfig, start bool) (*App, error) {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	a := &App{StorageDir: dir, BotIsolation: isolationInProcess, Projects: projects}
+	err := a.Provision(ctx)
+	if err == nil && start {
+		err = a.Start()
+	}
+	if err != nil {
+		_ = a.Cleanup()
+		cancel()
+		return nil, err
+	}
+	t.Cleanup(func() {
+		_ = a.Cleanup()
+		cancel()
+	})
+	return a, nil
+}
+
+// TestConfigLoadIsAllOrNothing loads a config with a user and a bot, then
+// reloads over the same store (the first config still holding it, as during
+// `caddy reload`): a config whose second bot does not compile is refused
+// and leaves every key of the store as it was; a valid config that is
+// provisioned but never started (`caddy validate`) writes nothing; started,
+// it writes everything.
+func TestConfigLoadIsAllOrNothing(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	echo := writeFile(t, src, "echo.ts", echoBot)
+	shout := writeFile(t, src, "shout.ts", shoutBot)
+	broken := writeFile(t, src, "broken.ts", brokenBot)
+	first := map[string]*ProjectConfig{"p": {
+		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann"}},
+		Bots:  map[string]*BotConfig{"a": {Source: echo, Identifiers: []string{"https://example.com/bots|a"}}},
+	}}
+	old, err := loadApp(t, dir, first, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := old.Store()
+	before := snapshot(t, st)
+	if len(before) == 0 {
+		t.Fatal("the first load wrote nothing")
+	}
+
+	changed := func(b *BotConfig) map[string]*ProjectConfig {
+		return map[string]*ProjectConfig{"p": {
+			Name:  "Renamed",
+			Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann", Admin: true}, "bob@example.com": {Profile: "Practitioner/bob"}},
+			Bots:  map[string]*BotConfig{"a": {Source: shout, Identifiers: []string{"https://example.com/bots|a"}}, "b": b},
+		}}
+	}
+	if _, err := loadApp(t, dir, changed(&BotConfig{Source: broken}), true); err == nil || !strings.Contains(err.Error(), "bot b") {
+		t.Fatalf("load with a broken bot: %v, want an error naming bot b", err)
+	}
+	sameSnapshot(t, "refused load", before, snapshot(t, st))
+	if _, err := loadApp(t, dir, changed(&BotConfig{AuditEventTrigger: "sometimes"}), true); err == nil || !strings.Contains(err.Error(), "bot b: invalid audit_event_trigger") {
+		t.Fatalf("load with a bad trigger: %v", err)
+	}
+	if _, err := loadApp(t, dir, changed(&BotConfig{Identifiers: []string{"https://example.com/bots|" + strings.Repeat("x", store.MaxIndexedLength+1)}}), true); err == nil {
+		t.Fatal("a bot identifier the store refuses was accepted")
+	}
+	sameSnapshot(t, "refused loads", before, snapshot(t, st))
+
+	good := changed(&BotConfig{Source: echo})
+	if _, err := loadApp(t, dir, good, false); err != nil {
+		t.Fatal(err)
+	}
+	sameSnapshot(t, "provisioned, not started", before, snapshot(t, st))
+
+	if _, err := loadApp(t, dir, good, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := store.Get[store.Project](ctx, st, "p")
+	if err != nil || p.Name != "Renamed" {
+		t.Fatalf("project after the load: %+v, %v", p, err)
+	}
+	for _, name := range []string{"a", "b"} {
+		bot, err := store.Get[store.Bot](ctx, st, declaredID("bot", "p", name))
+		if err != nil || bot.ExecutableCode == nil {
+			t.Fatalf("bot %s after the load: %+v, %v", name, bot, err)
+		}
+	}
+	if _, err := st.UserByEmail(ctx, "bob@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	// The same config again changes nothing.
+	again := snapshot(t, st)
+	if _, err := loadApp(t, dir, good, true); err != nil {
+		t.Fatal(err)
+	}
+	sameSnapshot(t, "unchanged reload", again, snapshot(t, st))
+}
+
+// TestValidateWritesNothingToANewStore: provisioning a config with
+// declarations on an empty storage directory — what `caddy validate` does —
+// writes no key, not even the first signing key; starting it writes them.
+func TestValidateWritesNothingToANewStore(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	projects := map[string]*ProjectConfig{"p": {
+		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann"}},
+		Bots:  map[string]*BotConfig{"a": {Source: writeFile(t, src, "echo.ts", echoBot)}},
+	}}
+	a, err := loadApp(t, dir, projects, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshot(t, a.Store()); len(got) != 0 {
+		t.Fatalf("provisioning wrote %d keys", len(got))
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := store.Search[store.JSONWebKey](context.Background(), a.Store(), store.Filter{})
+	if err != nil || len(keys) != 1 || keys[0].ID != a.tokens.SigningKeyID() {
+		t.Fatalf("signing keys after Start: %d, %v", len(keys), err)
+	}
+	if _, err := a.Store().UserByEmail(context.Background(), "ann@example.com"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faultKV fails the n-th key set by a transaction: a write that dies half
+// way through applying the declared records.
+type faultKV struct {
+	store.KV
+	failAt int
+}
+
+var errInjected = errors.New("injected write failure")
+
+func (f *faultKV) Update(ctx context.Context, fn func(store.Txn) error) error {
+	return f.KV.Update(ctx, func(tx store.Txn) error {
+		return fn(&faultTxn{Txn: tx, failAt: f.failAt})
+	})
+}
+
+type faultTxn struct {
+	store.Txn
+	failAt, sets int
+}
+
+func (t *faultTxn) Set(key, value []byte, ttl time.Duration) error {
+	if t.sets++; t.sets == t.failAt {
+		return errInjected
+	}
+	return t.Txn.Set(key, value, ttl)
+}
+
+// TestWriteDeclaredFailingMidwayLeavesTheOldRecords: whichever key of the
+// declared records' write fails, the store keeps the old records exactly;
+// then the write goes through whole.
+func TestWriteDeclaredFailingMidwayLeavesTheOldRecords(t *testing.T) {
+	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	st := store.New(kv, store.Options{})
+	src := t.TempDir()
+	a := &App{compiler: testCompiler(t), logger: zap.NewNop()}
+	ctx := context.Background()
+	// The checks run on the healthy store, the write on the given one.
+	load := func(w *store.Store, p *ProjectConfig) error {
+		a.Projects = map[string]*ProjectConfig{"p": p}
+		d, err := a.checkDeclared(ctx, st)
+		if err != nil {
+			return err
+		}
+		return a.writeDeclared(ctx, w, d, nil)
+	}
+	if err := load(st, &ProjectConfig{
+		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann"}},
+		Bots:  map[string]*BotConfig{"a": {Source: writeFile(t, src, "echo.ts", echoBot)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, st)
+	next := &ProjectConfig{
+		Name:  "Renamed",
+		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann", Admin: true}, "bob@example.com": {Profile: "Practitioner/bob"}},
+		Bots:  map[string]*BotConfig{"a": {Source: writeFile(t, src, "shout.ts", shoutBot)}, "b": {Source: writeFile(t, src, "echo2.ts", echoBot)}},
+	}
+	for _, failAt := range []int{1, 3, 8, 15} {
+		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
+			faulty := store.New(&faultKV{KV: kv, failAt: failAt}, store.Options{})
+			if err := load(faulty, next); !errors.Is(err, errInjected) {
+				t.Fatalf("err = %v, want the injected failure", err)
+			}
+			sameSnapshot(t, "failed write", before, snapshot(t, st))
+		})
+	}
+	if err := load(st, next); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := st.UserByEmail(ctx, "bob@example.com"); err != nil || u == nil {
+		t.Fatal(err)
+	}
+}
 
 // TestApplyBotAuditEventTrigger applies a declared bot's audit_event_trigger
 // to the stored Bot, and refuses an unknown one naming the config key.
@@ -30,13 +289,16 @@ func TestApplyBotAuditEventTrigger(t *testing.T) {
 			}
 			defer kv.Close()
 			st := store.New(kv, store.Options{})
-			a := &App{logger: zap.NewNop()}
-			err = a.applyProject(ctx, st, "p", &ProjectConfig{Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}})
+			a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}}}}
+			d, err := a.checkDeclared(ctx, st)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
 				}
 				return
+			}
+			if err == nil {
+				err = a.writeDeclared(ctx, st, d, nil)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -50,4 +312,106 @@ func TestApplyBotAuditEventTrigger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAwaitDeclared: a request that arrives before Start waits for it and
+// then gets the load's outcome; one after an abandoned load is refused.
+func TestAwaitDeclared(t *testing.T) {
+	for _, loadErr := range []error{nil, errInjected} {
+		a := &App{ready: newLoadState()}
+		got := make(chan error, 1)
+		go func() { got <- a.awaitDeclared(context.Background()) }()
+		a.markReady(loadErr)
+		if err := <-got; err != loadErr {
+			t.Fatalf("waiting request: %v, want %v", err, loadErr)
+		}
+		a.markReady(errors.New("second outcome")) // ignored: the first one stands
+		if err := a.awaitDeclared(context.Background()); err != loadErr {
+			t.Fatalf("later request: %v, want %v", err, loadErr)
+		}
+	}
+	a := &App{ready: newLoadState()}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.awaitDeclared(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a request gone while waiting: %v", err)
+	}
+	_ = a.Cleanup()
+	if err := a.awaitDeclared(context.Background()); err == nil {
+		t.Fatal("a config cleaned up without Start serves")
+	}
+}
+
+// TestTooManyDeclaredRecordsSaySo: a load whose new records exceed one
+// store transaction is refused with an error that says so, and writes
+// nothing; the same records added over two loads go in, since unchanged
+// records are not written again. (Bots without code, so that the test
+// compiles nothing: about 490 fit one transaction; with code, each bot
+// also writes two Binaries and about 200 fit.)
+func TestTooManyDeclaredRecordsSaySo(t *testing.T) {
+	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	st := store.New(kv, store.Options{})
+	ctx := context.Background()
+	load := func(n int) error {
+		bots := map[string]*BotConfig{}
+		for i := range n {
+			bots[fmt.Sprint("bot-", i)] = &BotConfig{Identifiers: []string{fmt.Sprint("https://example.com/bots|", i)}}
+		}
+		a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: bots}}}
+		d, err := a.checkDeclared(ctx, st)
+		if err != nil {
+			return err
+		}
+		return a.writeDeclared(ctx, st, d, nil)
+	}
+	err = load(800)
+	if !errors.Is(err, store.ErrTxnTooBig) || !strings.Contains(err.Error(), "do not fit one store transaction") {
+		t.Fatalf("800 new bots: %v", err)
+	}
+	if n := len(snapshot(t, st)); n != 0 {
+		t.Fatalf("a refused load wrote %d keys", n)
+	}
+	if err := load(400); err != nil {
+		t.Fatal(err)
+	}
+	if err := load(800); err != nil {
+		t.Fatal(err)
+	}
+	bots, err := store.Search[store.Bot](ctx, st, store.Filter{})
+	if err != nil || len(bots) != 800 {
+		t.Fatalf("%d bots, %v", len(bots), err)
+	}
+}
+
+// TestProvisionRefusesAConflictWithStoredRecords: a declared bot whose
+// identifier a bot made through the admin API holds is refused when the
+// config is provisioned — what `caddy validate` runs — not only when it
+// starts, and nothing is written.
+func TestProvisionRefusesAConflictWithStoredRecords(t *testing.T) {
+	dir := t.TempDir()
+	first := map[string]*ProjectConfig{"p": {Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann"}}}}
+	old, err := loadApp(t, dir, first, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := old.Store()
+	other := &store.Bot{Name: "admin-made", Identifier: []store.Identifier{{System: "https://example.com/bots", Value: "taken"}}}
+	other.Meta.Project = "p"
+	if err := st.Create(context.Background(), other, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, st)
+	next := map[string]*ProjectConfig{"p": {
+		Users: map[string]*UserConfig{"ann@example.com": {Profile: "Practitioner/ann", Admin: true}},
+		Bots:  map[string]*BotConfig{"b": {Identifiers: []string{"https://example.com/bots|taken"}}},
+	}}
+	_, err = loadApp(t, dir, next, false)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("provisioning a taken identifier: %v", err)
+	}
+	sameSnapshot(t, "refused provisioning", before, snapshot(t, st))
 }

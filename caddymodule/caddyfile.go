@@ -166,6 +166,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&a.BotIsolation) {
 				return d.ArgErr()
 			}
+			if err := checkBotIsolation(a.BotIsolation); err != nil {
+				return d.WrapErr(err)
+			}
 		case "bot_worker_memory":
 			if err := parseSize(d, &a.BotWorkerMemory, 1<<40); err != nil {
 				return err

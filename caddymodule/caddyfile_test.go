@@ -31,6 +31,8 @@ func TestGlobalOptionErrorsNameTheLine(t *testing.T) {
 		{"identifier without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tidentifier\n\t\t}\n\t}\n}", "wrong argument count"},
 		{"unknown bot option", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tscript x.js\n\t\t}\n\t}\n}", "unrecognized bot option 'script', at Testfile:4"},
 		{"bad audit_event_trigger", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger sometimes\n\t\t}\n\t}\n}", "invalid audit_event_trigger 'sometimes': want one of always, never, on-error, on-output, at Testfile:4"},
+		{"bad bot_isolation", "fhirgate {\n\tbot_isolation thread\n}", "invalid bot_isolation 'thread': want process or inprocess, at Testfile:2"},
+		{"bot_isolation without value", "fhirgate {\n\tbot_isolation\n}", "wrong argument count"},
 		{"audit_event_trigger without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger\n\t\t}\n\t}\n}", "wrong argument count"},
 	}
 	for _, tt := range tests {

@@ -107,3 +107,12 @@ func checkAuditEventTrigger(v string) error {
 	}
 	return nil
 }
+
+// checkBotIsolation refuses a bot_isolation other than the two there are,
+// in the Caddyfile's words; Provision refuses it in JSON.
+func checkBotIsolation(v string) error {
+	if v != isolationProcess && v != isolationInProcess {
+		return fmt.Errorf("invalid bot_isolation '%s': want %s or %s", v, isolationProcess, isolationInProcess)
+	}
+	return nil
+}

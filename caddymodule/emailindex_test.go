@@ -12,8 +12,9 @@ import (
 
 // TestOpeningAStoreMigratesTheEmailIndex: a store written by a release that
 // indexed emails under strings.ToLower holds "\u212Aate@a.test" under
-// "kate@a.test". Opening it through the pool moves the entry, so the user
-// is found by its exact address and kate@a.test finds nobody.
+// "kate@a.test". Opening it through the pool and starting a config on it
+// moves the entry, so the user is found by its exact address and
+// kate@a.test finds nobody.
 func TestOpeningAStoreMigratesTheEmailIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -47,6 +48,9 @@ func TestOpeningAStoreMigratesTheEmailIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = releaseStore(dir) })
+	if err := h.recoverJobs(ctx, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
 	if got, err := h.store.UserByEmail(ctx, kelvin); err != nil || got.ID != u.ID {
 		t.Fatalf("UserByEmail(%+q) after opening = %v, %v; want the migrated user", kelvin, got, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/session"
@@ -100,6 +101,7 @@ type Handler struct {
 
 	gw     *gateway.Gateway
 	bots   *botapi.API
+	app    *App
 	logger *zap.Logger
 }
 
@@ -129,6 +131,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading fhirgate app: %w", err)
 	}
 	app := appVal.(*App)
+	h.app = app
 
 	fhirBase := h.FHIRBase
 	if fhirBase == "" {
@@ -214,8 +217,16 @@ func (h *Handler) Cleanup() error {
 	return nil
 }
 
-// ServeHTTP answers fhirgate's endpoints and gates the FHIR API.
+// ServeHTTP answers fhirgate's endpoints and gates the FHIR API. A request
+// that arrives before the fhirgate app of its config has written the
+// declared records (Caddy may start the HTTP server first) waits for them;
+// if that load fails it is answered 503.
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if err := h.app.awaitDeclared(r.Context()); err != nil {
+		h.logger.Warn("request refused: configuration not loaded", zap.Error(err))
+		fhir.WriteOutcome(w, http.StatusServiceUnavailable, "the gateway configuration is not loaded")
+		return nil
+	}
 	return h.gw.Serve(w, r, next.ServeHTTP)
 }
 

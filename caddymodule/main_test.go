@@ -8,9 +8,10 @@ import (
 	"github.com/fhirgate/fhirgate/botrunner"
 )
 
-// TestMain doubles as the bot compile process: an App provisioned in a test
-// starts this test binary (os.Executable) as its compiler, and botrunner
-// marks its environment (FHIRGATE_BOT_WORKER) so that it serves compiles.
+// TestMain doubles as the bot compile and worker processes: an App
+// provisioned in a test starts this test binary (os.Executable) for both,
+// and botrunner marks its environment (FHIRGATE_BOT_WORKER) so that it
+// serves them.
 func TestMain(m *testing.M) {
 	if os.Getenv("FHIRGATE_BOT_WORKER") != "" {
 		if err := botrunner.ServeWorker(); err != nil {

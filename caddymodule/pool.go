@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -22,6 +23,27 @@ var stores = caddy.NewUsagePool()
 type storeHandle struct {
 	db    *store.Badger
 	store *store.Store
+
+	recovery    sync.Once
+	recoveryErr error
+}
+
+// recoverJobs marks as failed the async jobs left unfinished by the process
+// that last had the directory, once per opening (a reload reuses the
+// handle). It runs from Start, so `caddy validate` does not write.
+func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error {
+	h.recovery.Do(func() {
+		n, err := botapi.FailInterruptedJobs(ctx, h.store)
+		if err != nil {
+			h.recoveryErr = fmt.Errorf("recovering async jobs: %w", err)
+			return
+		}
+		if n > 0 {
+			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
+		}
+		migrateEmailIndex(h.store, logger)
+	})
+	return h.recoveryErr
 }
 
 // Destruct closes the database when the last config using it is cleaned up.
@@ -50,19 +72,11 @@ func openStore(dir string, logger *zap.Logger) (*storeHandle, error) {
 		if err != nil {
 			return nil, err
 		}
-		st := store.New(db, store.Options{})
 		// Opening the directory (not a reload, which reuses the handle)
-		// means the process that ran any unfinished async job is gone.
-		n, err := botapi.FailInterruptedJobs(context.Background(), st)
-		if err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("recovering async jobs: %w", err)
-		}
-		if n > 0 {
-			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
-		}
-		migrateEmailIndex(st, logger)
-		return &storeHandle{db: db, store: st}, nil
+		// means the process that ran any unfinished async job is gone:
+		// recoverJobs marks them failed when a config starts, and migrates
+		// the email index.
+		return &storeHandle{db: db, store: store.New(db, store.Options{})}, nil
 	})
 	if err != nil {
 		return nil, err

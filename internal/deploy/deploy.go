@@ -16,6 +16,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -60,23 +62,16 @@ func Deploy(ctx context.Context, st *store.Store, c Compiler, botID, filename, c
 	}
 
 	project := bot.Meta.Project
-	prog, err := c.Compile(ctx, project, filename, code)
+	js, err := Compile(ctx, c, project, filename, code)
 	if err != nil {
-		var cerr *botrunner.CompileError
-		switch {
-		case errors.As(err, &cerr):
-			return nil, &Error{Status: http.StatusBadRequest, Msg: "compiling bot: " + cerr.Error()}
-		case errors.Is(err, botrunner.ErrCompileBusy):
-			return nil, &Error{Status: http.StatusTooManyRequests, Msg: "too many bot compiles in progress for this project; retry shortly", RetryAfter: 1}
-		}
-		return nil, fmt.Errorf("compiling bot %s: %w", botID, err)
+		return nil, err
 	}
 
 	src, err := putBinary(ctx, st, project, sourceContentType(filename), code)
 	if err != nil {
 		return nil, fmt.Errorf("storing source of bot %s: %w", botID, err)
 	}
-	exe, err := putBinary(ctx, st, project, "text/javascript", prog.JS)
+	exe, err := putBinary(ctx, st, project, "text/javascript", js)
 	if err != nil {
 		return nil, fmt.Errorf("storing compiled code of bot %s: %w", botID, err)
 	}
@@ -94,6 +89,72 @@ func Deploy(ctx context.Context, st *store.Store, c Compiler, botID, filename, c
 		}
 	}
 	return bot, nil
+}
+
+// Compile compiles a bot's code (TypeScript, ES module or CommonJS, told
+// apart by filename) with c for the bot's project, to the CommonJS the
+// runner executes. Every compile of bot code goes through it: $deploy, the
+// admin API and the bots a config declares. Code that does not compile is
+// an *Error with status 400 naming the line and column; a project with too
+// many compiles running, 429.
+func Compile(ctx context.Context, c Compiler, project, filename, code string) (string, error) {
+	prog, err := c.Compile(ctx, project, path.Base(filename), code)
+	if err != nil {
+		var cerr *botrunner.CompileError
+		switch {
+		case errors.As(err, &cerr):
+			return "", &Error{Status: http.StatusBadRequest, Msg: "compiling bot: " + cerr.Error()}
+		case errors.Is(err, botrunner.ErrCompileBusy):
+			return "", &Error{Status: http.StatusTooManyRequests, Msg: "too many bot compiles in progress for this project; retry shortly", RetryAfter: 1}
+		}
+		return "", fmt.Errorf("compiling bot: %w", err)
+	}
+	return prog.JS, nil
+}
+
+// Code is a bot's compiled code as the store keeps it: two new Binary
+// records (the source and the compiled CommonJS, each with a fresh id) and
+// the attachments a Bot points at them with.
+type Code struct {
+	Source, Executable         *store.Binary
+	SourceCode, ExecutableCode *store.Attachment
+}
+
+// NewCode builds the records of code compiled by [Compile] for a bot of
+// project, without storing them.
+func NewCode(project, filename, code, js string) *Code {
+	filename = path.Base(filename)
+	src := newBinary(project, sourceContentType(filename), code)
+	exe := newBinary(project, "text/javascript", js)
+	return &Code{
+		Source: src, Executable: exe,
+		SourceCode:     &store.Attachment{ContentType: src.ContentType, URL: "Binary/" + src.ID, Title: filename},
+		ExecutableCode: &store.Attachment{ContentType: exe.ContentType, URL: "Binary/" + exe.ID, Title: jsName(filename)},
+	}
+}
+
+func newBinary(project, contentType, data string) *store.Binary {
+	bin := &store.Binary{ContentType: contentType, Data: base64.StdEncoding.EncodeToString([]byte(data))}
+	bin.ID = uuid.Must(uuid.NewV7()).String()
+	bin.Meta.Project = project
+	return bin
+}
+
+// SameSource reports whether bot already runs code compiled from this
+// source and filename, so deploying it again would change nothing.
+func SameSource(ctx context.Context, st *store.Store, bot *store.Bot, filename, code string) (bool, error) {
+	return sameSource(ctx, st, bot, path.Base(filename), code)
+}
+
+// CodeBinaries returns the ids of the Binary records bot's code points at.
+func CodeBinaries(bot *store.Bot) []string {
+	var ids []string
+	for _, a := range []*store.Attachment{bot.SourceCode, bot.ExecutableCode} {
+		if id, ok := binaryID(a); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // Source returns the bot's stored source code and its filename.

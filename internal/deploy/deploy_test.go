@@ -104,3 +104,47 @@ func TestDeployErrors(t *testing.T) {
 		t.Fatalf("a bot never deployed: %v", err)
 	}
 }
+
+// TestNewCodeAndSameSource: the records NewCode builds are what Deploy
+// stores (Binaries in the bot's project, attachments pointing at them,
+// index.ts → index.js), each call with fresh ids; SameSource recognises the
+// deployed source and filename and nothing else.
+func TestNewCodeAndSameSource(t *testing.T) {
+	st, id := newBot(t)
+	ctx := context.Background()
+	comp := newCompiler(t)
+	src := "export async function handler() { return 1; }"
+	js, err := Compile(ctx, comp, "p", "dir/index.ts", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCode("p", "dir/index.ts", src, js)
+	if c.Source.ID == "" || c.Source.ID == c.Executable.ID || NewCode("p", "index.ts", src, js).Source.ID == c.Source.ID {
+		t.Fatalf("ids: %q %q", c.Source.ID, c.Executable.ID)
+	}
+	if c.SourceCode.URL != "Binary/"+c.Source.ID || c.SourceCode.Title != "index.ts" || c.SourceCode.ContentType != "application/typescript" ||
+		c.ExecutableCode.URL != "Binary/"+c.Executable.ID || c.ExecutableCode.Title != "index.js" || c.ExecutableCode.ContentType != "text/javascript" ||
+		c.Source.Meta.Project != "p" || c.Executable.Meta.Project != "p" {
+		t.Fatalf("code records: %+v %+v %+v %+v", c.SourceCode, c.ExecutableCode, c.Source, c.Executable)
+	}
+	bot, err := Deploy(ctx, st, comp, id, "index.ts", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		filename, code string
+		want           bool
+	}{{"dir/index.ts", src, true}, {"index.js", src, false}, {"index.ts", src + " ", false}} {
+		if same, err := SameSource(ctx, st, bot, tt.filename, tt.code); err != nil || same != tt.want {
+			t.Errorf("SameSource(%q): %v, %v; want %v", tt.filename, same, err, tt.want)
+		}
+	}
+	if ids := CodeBinaries(bot); len(ids) != 2 || "Binary/"+ids[0] != bot.SourceCode.URL || "Binary/"+ids[1] != bot.ExecutableCode.URL {
+		t.Fatalf("CodeBinaries: %v", ids)
+	}
+	if _, err := Compile(ctx, comp, "p", "index.ts", "export function ("); err == nil {
+		t.Fatal("bad code compiled")
+	} else if e := (*Error)(nil); !errors.As(err, &e) || e.Status != 400 {
+		t.Fatalf("compile error: %v", err)
+	}
+}

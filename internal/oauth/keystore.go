@@ -37,11 +37,11 @@ func (k KeyStore) Load(ctx context.Context) ([]tokens.Key, error) {
 	return keys, nil
 }
 
-// Save creates or replaces a signing key.
-func (k KeyStore) Save(ctx context.Context, key tokens.Key) error {
+// KeyRecord is the JsonWebKey record that stores key.
+func KeyRecord(key tokens.Key) (*store.JSONWebKey, error) {
 	fields, err := key.MarshalJWK()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := &store.JSONWebKey{
 		Active: key.Active, Alg: fields["alg"], Kty: fields["kty"], Crv: fields["crv"],
@@ -49,6 +49,15 @@ func (k KeyStore) Save(ctx context.Context, key tokens.Key) error {
 		Created: formatTime(key.Created), Retired: formatTime(key.Retired),
 	}
 	r.ID = key.ID
+	return r, nil
+}
+
+// Save creates or replaces a signing key.
+func (k KeyStore) Save(ctx context.Context, key tokens.Key) error {
+	r, err := KeyRecord(key)
+	if err != nil {
+		return err
+	}
 	if _, err := k.Store.Put(ctx, r, store.PutOptions{}); err != nil {
 		return fmt.Errorf("saving signing key %s: %w", key.ID, err)
 	}

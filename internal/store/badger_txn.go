@@ -39,6 +39,9 @@ func (t *badgerTxn) Set(key, value []byte, ttl time.Duration) error {
 		e = e.WithTTL(ttl)
 	}
 	if err := t.txn.SetEntry(e); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return fmt.Errorf("writing key %q: %w", key, ErrTxnTooBig)
+		}
 		return fmt.Errorf("writing key %q: %w", key, err)
 	}
 	return nil
@@ -46,6 +49,9 @@ func (t *badgerTxn) Set(key, value []byte, ttl time.Duration) error {
 
 func (t *badgerTxn) Delete(key []byte) error {
 	if err := t.txn.Delete(key); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return fmt.Errorf("deleting key %q: %w", key, ErrTxnTooBig)
+		}
 		return fmt.Errorf("deleting key %q: %w", key, err)
 	}
 	return nil

@@ -29,3 +29,9 @@ func (e *ValidationError) Error() string {
 func invalid(field, message string) *ValidationError {
 	return &ValidationError{Field: field, Message: message}
 }
+
+// ErrTxnTooBig is wrapped when one transaction would hold more than the
+// storage accepts in one commit (Badger: 15% of its memtable, see
+// badgerOptions). [Store.PutAll] returns it for a batch too large to write
+// atomically; nothing of the batch is written.
+var ErrTxnTooBig = errors.New("transaction too big")
