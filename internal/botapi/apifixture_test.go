@@ -273,3 +273,8 @@ func outcomeText(t *testing.T, r response) string {
 	s, _ := issue["diagnostics"].(string)
 	return s
 }
+
+func asJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
