@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fhirgate/fhirgate/botrunner"
-	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -234,13 +233,15 @@ func (f *apiFixture) call(t *testing.T, id *oauth.Identity, method, path, body s
 	return response{status: w.Code, header: w.Header(), body: w.Body.String()}
 }
 
-// deployBot stores a bot of the fixture's project with code deployed.
+// deployBot stores a bot of the fixture's project and deploys its code
+// with $deploy, as a project admin would.
 func (f *apiFixture) deployBot(t *testing.T, bot *store.Bot, code string) *store.Bot {
 	t.Helper()
 	bot.Meta.Project = f.project.ID
 	f.mustCreate(t, bot)
-	if _, err := deploy.Deploy(context.Background(), f.st, bot.ID, "index.js", code); err != nil {
-		t.Fatal(err)
+	body, _ := json.Marshal(map[string]string{"code": code, "filename": "index.js"})
+	if r := f.call(t, f.admin, http.MethodPost, "/fhir/R4/Bot/"+bot.ID+"/$deploy", string(body)); r.status != http.StatusOK {
+		t.Fatalf("deploying %s: %d %s", bot.Name, r.status, r.body)
 	}
 	return bot
 }

@@ -28,8 +28,9 @@ func StoreOptions(o store.Options) Option {
 	return func(c *config) { c.store = o }
 }
 
-// WrapKV puts the store on wrap(kv) instead of the Badger itself, for a
-// test that counts or alters what the store does with its KV.
+// WrapKV puts Open's store on wrap(kv) instead of the Badger itself, for
+// a test that counts or alters what the store does with its KV. OpenKV
+// ignores it.
 func WrapKV(wrap func(store.KV) store.KV) Option {
 	return func(c *config) { c.wrap = wrap }
 }
