@@ -46,6 +46,12 @@ type apiFixture struct {
 
 	mu      sync.Mutex
 	backend []backendRequest // what the FHIR backend received
+
+	// A read of Patient/slow signals slowStarted, then waits for release
+	// (or for its caller to go away) before answering.
+	slowStarted chan struct{}
+	release     chan struct{}
+	releaseSlow func()
 }
 
 // backendRequest is a request as the FHIR backend saw it.
@@ -67,8 +73,12 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 		_ = json.NewEncoder(w).Encode(map[string]string{"email": email})
 	}))
 	t.Cleanup(idp.Close)
+	f.slowStarted, f.release = make(chan struct{}, 16), make(chan struct{})
 	fhirSrv := httptest.NewServer(http.HandlerFunc(f.serveBackend))
 	t.Cleanup(fhirSrv.Close)
+	var releaseOnce sync.Once
+	f.releaseSlow = func() { releaseOnce.Do(func() { close(f.release) }) }
+	t.Cleanup(f.releaseSlow) // before the backend closes, which waits for its requests
 
 	f.project = &store.Project{Name: "clinic", Secret: []store.ProjectSetting{{Name: "API_KEY", ValueString: "project-key"}}}
 	f.mustCreate(t, f.project)
@@ -141,7 +151,7 @@ func (f *apiFixture) mustCreate(t *testing.T, r store.Resource) {
 }
 
 // serveBackend is the FHIR backend: it records each request and answers
-// Patient/p1 with a patient, creates an Observation o1 on POST
+// Patient/p1 with a patient (and Patient/slow when released), creates an Observation o1 on POST
 // Observation, and answers everything else with 404.
 func (f *apiFixture) serveBackend(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -153,6 +163,14 @@ func (f *apiFixture) serveBackend(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/fhir/R4/Observation":
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"resourceType":"Observation","id":"o1","status":"final"}`)
+	case r.URL.Path == "/fhir/R4/Patient/slow":
+		f.slowStarted <- struct{}{}
+		select {
+		case <-f.release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"slow","name":[{"family":"Slow"}]}`)
 	case r.URL.Path == "/fhir/R4/Patient/p1":
 		_, _ = io.WriteString(w, `{"resourceType":"Patient","id":"p1","name":[{"family":"Chalmers"}]}`)
 	default:
