@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -132,7 +133,7 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 		t.Fatal(err)
 	}
 	target, _ := url.Parse(fhirSrv.URL)
-	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, ErrorLog: log.New(io.Discard, "", 0)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = gw.Serve(w, r, func(w http.ResponseWriter, r *http.Request) error {
 			proxy.ServeHTTP(w, r)

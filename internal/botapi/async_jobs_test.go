@@ -49,7 +49,7 @@ func firstParameter(t *testing.T, job *store.AsyncJob) map[string]any {
 // with the job's status URL at once; the job is stored in the caller's
 // project, ends completed with the bot's result in Medplum's Parameters
 // shape (or in error with the bot's message), is audited like a
-// synchronous run, and is seen by its own project only.
+// synchronous run, and is not seen from another project.
 func TestAsyncExecuteThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	f := newAPIFixture(t, Options{})
@@ -67,7 +67,7 @@ func TestAsyncExecuteThroughTheGateway(t *testing.T) {
 	if diag := r.json(t)["issue"].([]any)[0].(map[string]any)["diagnostics"]; diag != statusURL {
 		t.Errorf("the outcome's diagnostics %v are not the status URL", diag)
 	}
-	job := f.pollJobOver(t, f.memberToken, statusURL) // any member of the project may poll
+	job := f.pollJobOver(t, f.adminToken, statusURL)
 	param := firstParameter(t, job)
 	if job.Status != "completed" || param["name"] != "responseBody" || param["valueString"] != `{"doubled":8}` {
 		t.Errorf("completed job: %s %v", job.Status, param)
@@ -131,7 +131,8 @@ func TestAsyncExecuteThroughTheGateway(t *testing.T) {
 }
 
 // TestJobStatusWhileRunning: a job still accepted or active answers 202
-// with the job; an ended one 200.
+// with the job; an ended one 200 (read by a project admin, who may read
+// every job of the project).
 func TestJobStatusWhileRunning(t *testing.T) {
 	t.Parallel()
 	f := newAPIFixture(t, Options{})
@@ -139,7 +140,7 @@ func TestJobStatusWhileRunning(t *testing.T) {
 		job := &store.AsyncJob{Status: status, Request: "http://gw.test/fhir/R4/Bot/x/$execute"}
 		job.Meta.Project = f.project.ID
 		f.mustCreate(t, job)
-		r := f.serve(t, f.memberToken, http.MethodGet, "/fhir/R4/job/"+job.ID+"/status", "")
+		r := f.serve(t, f.adminToken, http.MethodGet, "/fhir/R4/job/"+job.ID+"/status", "")
 		if body := r.json(t); r.status != want || body["status"] != status || body["id"] != job.ID {
 			t.Errorf("job %s: %d, want %d: %s", status, r.status, want, r.body)
 		}
