@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 func TestHistogramQuantiles(t *testing.T) {
@@ -418,12 +419,7 @@ func TestSeedStoreIsReadableThroughIndexes(t *testing.T) {
 	if err := seedStore(ctx, dir, 300, 20); err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st := store.New(db, store.Options{})
+	st := storetest.Open(t, storetest.Badger(func(o *store.BadgerOptions) { o.Dir = dir }))
 	for _, i := range []int{0, 150, 299} {
 		u, err := st.UserByEmail(ctx, userEmail(i))
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // testAPI is an admin API over a real Badger store in a temp dir.
@@ -29,11 +30,7 @@ func (deployFailure) HTTPStatus() int { return http.StatusBadRequest }
 
 func newTestAPI(t *testing.T) *testAPI {
 	t.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := storetest.OpenKV(t)
 	api := &testAPI{t: t, st: store.New(db, store.Options{}), db: db}
 	api.h = New(Options{
 		Store: api.st,

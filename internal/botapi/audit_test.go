@@ -11,6 +11,7 @@ import (
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // TestFullAuditBatchFitsOneTransaction guards the pairing of auditBatch with
@@ -21,12 +22,7 @@ import (
 // value-log pointer: this holds should the threshold be raised again).
 func TestFullAuditBatchFitsOneTransaction(t *testing.T) {
 	t.Parallel()
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
-	st := store.New(kv, store.Options{})
+	st := storetest.Open(t)
 	bot := &store.Bot{Name: "importer"}
 	bot.ID = "0190b3c2-7a1e-7c3d-9f00-1234567890ab"
 	bot.Meta.Project = "0190b3c2-7a1e-7c3d-9f00-0000000000aa"

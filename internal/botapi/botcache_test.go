@@ -13,6 +13,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // countingKV counts read transactions, to see which runs read the store.
@@ -34,10 +35,7 @@ type botFixture struct {
 
 func newBotFixture(t testing.TB) *botFixture {
 	t.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.OpenKV(t)
 	kv := &countingKV{KV: db}
 	st := store.New(kv, store.Options{})
 	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t), FHIRBase: "/fhir/R4"})
@@ -46,7 +44,6 @@ func newBotFixture(t testing.TB) *botFixture {
 	}
 	t.Cleanup(func() {
 		api.Shutdown()
-		_ = db.Close()
 	})
 	return &botFixture{api: api, st: st, kv: kv}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // fanOutBot calls itself three times per level, catching what each call
@@ -55,15 +56,11 @@ type boundsFixture struct {
 
 func newBoundsFixture(t *testing.T, kv func(store.KV) store.KV, o Options) *boundsFixture {
 	t.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base store.KV = db
+	var opts []storetest.Option
 	if kv != nil {
-		base = kv(db)
+		opts = append(opts, storetest.WrapKV(kv))
 	}
-	f := &boundsFixture{st: store.New(base, store.Options{}), refused: map[string]int{}}
+	f := &boundsFixture{st: storetest.Open(t, opts...), refused: map[string]int{}}
 	f.project = &store.Project{Name: "tenant"}
 	if err := f.st.Create(context.Background(), f.project, store.PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -77,13 +74,13 @@ func newBoundsFixture(t *testing.T, kv func(store.KV) store.KV, o Options) *boun
 		f.refused[record+"/"+reason]++
 		f.mu.Unlock()
 	}
+	var err error
 	f.api, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		f.api.Shutdown()
-		_ = db.Close()
 	})
 	return f
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // echoInput is the performance harness's scenario-3 body (322 bytes of JSON).
@@ -30,12 +31,7 @@ const echoInput = `{"active":true,"code":{"coding":[{"code":"8867-4","display":"
 // steadier than ns/op on a shared machine.
 func BenchmarkExecute(b *testing.B) {
 	ctx := context.Background()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	st := store.New(db, store.Options{})
+	st := storetest.Open(b)
 	project := &store.Project{Name: "bench"}
 	if err := st.Create(ctx, project, store.PutOptions{}); err != nil {
 		b.Fatal(err)

@@ -8,18 +8,13 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/botrunner"
-	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // newLifecycleAPI is an API on a real Badger store with a short shutdown grace.
 func newLifecycleAPI(t *testing.T, grace time.Duration) *API {
 	t.Helper()
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kv.Close() })
-	a, err := New(Options{Store: store.New(kv, store.Options{}), Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t), ShutdownGrace: grace})
+	a, err := New(Options{Store: storetest.Open(t), Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t), ShutdownGrace: grace})
 	if err != nil {
 		t.Fatal(err)
 	}

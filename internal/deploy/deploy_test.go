@@ -8,16 +8,12 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 func newBot(t *testing.T) (*store.Store, string) {
 	t.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	st := store.New(db, store.Options{})
+	st := storetest.Open(t)
 	ctx := context.Background()
 	p := &store.Project{Name: "P"}
 	p.ID = "p"

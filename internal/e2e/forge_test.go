@@ -22,6 +22,7 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
 // signingKey returns the stack's active token-signing key, read the way an
@@ -39,11 +40,7 @@ func (s *stack) signingKey(t *testing.T) (kid string, priv *ecdsa.PrivateKey) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("backup: %d %v", resp.StatusCode, err)
 	}
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.OpenKV(t)
 	if err := db.Restore(bytes.NewReader(backup)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/oauth"
-	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/tokens"
 	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
@@ -20,12 +20,7 @@ import (
 // one gateway serves every input of a fuzzing process.
 func newGateForFuzz(tb testing.TB) *Gateway {
 	tb.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: tb.TempDir()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
-	st := store.New(db, store.Options{})
+	st := storetest.Open(tb)
 	tok, err := tokens.New(context.Background(), tokens.Options{Issuer: "https://gw.test", Keys: oauth.KeyStore{Store: st}})
 	if err != nil {
 		tb.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/tokens"
 	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
@@ -27,12 +28,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, o Options) *fixture {
 	t.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	st := store.New(db, store.Options{})
+	st := storetest.Open(t)
 	ctx := context.Background()
 	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

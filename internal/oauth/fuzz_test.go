@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/tokens"
 	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
@@ -29,12 +30,7 @@ type fuzzEnv struct {
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: tb.TempDir()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
-	st := store.New(db, store.Options{})
+	st := storetest.Open(tb)
 	ctx := context.Background()
 
 	// The identity provider is newEnv's, behaviour chosen by subject token.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/tokens"
 	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
@@ -139,13 +140,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	e := &env{t: t, st: store.New(db, store.Options{}), idp: newFakeIdP(t)}
+	e := &env{t: t, st: storetest.Open(t), idp: newFakeIdP(t)}
 	ctx := context.Background()
+	var err error
 	e.tok, err = tokens.New(ctx, tokens.Options{Issuer: testIssuer, Keys: KeyStore{Store: e.st}})
 	if err != nil {
 		t.Fatal(err)
