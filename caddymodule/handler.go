@@ -103,6 +103,11 @@ type Handler struct {
 	bots   *botapi.API
 	app    *App
 	logger *zap.Logger
+	// storeDir is the store this handler holds a use of while its bot API
+	// writes to it ("" when it holds none, or its bot API's watcher does);
+	// released is closed once the watcher has let the store go.
+	storeDir string
+	released chan struct{}
 }
 
 // IdentityHeaders name the identity headers; an empty name keeps the default.
@@ -137,6 +142,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if fhirBase == "" {
 		fhirBase = gateway.DefaultFHIRBase
 	}
+	// The bot API writes audit events and job results until its runs end,
+	// which can be after the app's Cleanup: Caddy cleans modules up in no
+	// fixed order, and a reload lets runs go on. So the handler holds its
+	// own use of the store until then, and the store outlives its writes.
+	if _, err := openStore(app.dir, h.logger); err != nil {
+		return fmt.Errorf("opening store: %w", err)
+	}
+	h.storeDir = app.dir
 	h.bots, err = botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Runner:         app.runner,
@@ -160,13 +173,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// Caddy stops the HTTP servers before it cleans up modules and, by
 	// default, waits for every request: the grace must start when the exit
 	// does, not at Cleanup. A reloaded-away config's runs are covered too.
-	go func(bots *botapi.API) {
+	h.released = make(chan struct{})
+	go func(bots *botapi.API, dir string, released chan struct{}) {
+		defer close(released)
 		select {
 		case <-processExiting():
 			bots.Shutdown()
 		case <-bots.Done():
 		}
-	}(h.bots)
+		if err := releaseStore(dir); err != nil {
+			h.logger.Error("releasing the store after the bot runs ended", zap.Error(err))
+		}
+	}(h.bots, h.storeDir, h.released)
+	h.storeDir = "" // the goroutine releases it
 
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
@@ -204,13 +223,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // Cleanup lets the bot runs of this config go on (a reload) or ends them
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
-// events still queued.
+// events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
+	if h.storeDir != "" { // Provision failed before the bot API took the store over
+		_ = releaseStore(h.storeDir)
+		h.storeDir = ""
+	}
 	if h.bots == nil {
 		return nil
 	}
 	if caddy.Exiting() {
 		h.bots.Shutdown()
+		<-h.released // the store is closed before the process exits
 	} else {
 		h.bots.Close()
 	}
