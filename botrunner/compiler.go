@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -103,7 +101,7 @@ func NewCompiler(o CompilerOptions) (*Compiler, error) {
 	if len(o.Command) == 0 {
 		return nil, errors.New("bot compile command is required")
 	}
-	if os.Getenv(workerEnv) != "" {
+	if IsWorkerProcess() {
 		return nil, errors.New("bot workers cannot start compile processes") // see NewPool
 	}
 	if o.Timeout <= 0 {
@@ -228,39 +226,11 @@ func (c *Compiler) do(ctx context.Context, project string, typ byte, filename, s
 // why a process that gave no answer failed, in words for the bot's author; err is set only for
 // the gateway's own failures and ctx's end.
 func (c *Compiler) spawn(ctx context.Context, typ byte, filename, src string) (_ *compileAnswer, failure string, _ error) {
-	inR, inW, err := os.Pipe()
+	child, err := startChild(c.o.Command, c.o.Memory, compileRole)
 	if err != nil {
-		return nil, "", fmt.Errorf("creating a pipe: %w", err)
+		return nil, "", err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, "", fmt.Errorf("creating a pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, "", fmt.Errorf("creating a pipe: %w", err)
-	}
-	cmd := exec.Command(c.o.Command[0], c.o.Command[1:]...)
-	cmd.Env = workerEnvironment(c.o.Memory, compileRole)
-	cmd.Dir = os.TempDir()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = workerSysProcAttr()
-	err = startWorkerProcess(cmd)
-	inR.Close() // the child's ends
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
-		return nil, "", fmt.Errorf("starting %s: %w", c.o.Command[0], err)
-	}
+	cmd, inW, outR, errR := child.cmd, child.stdin, child.stdout, child.stderr
 	c.spawns.Add(1)
 	pid := cmd.Process.Pid
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -113,7 +112,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if len(o.Command) == 0 {
 		return nil, errors.New("bot worker command is required")
 	}
-	if os.Getenv(workerEnv) != "" {
+	if IsWorkerProcess() {
 		// A binary that does not know the worker command may have run something that loads a
 		// pool; refusing here stops a chain of processes each starting the next.
 		return nil, errors.New("bot workers cannot start bot workers")

@@ -82,39 +82,11 @@ func workerEnvironment(memory int64, role string) []string {
 
 // spawn starts a worker and waits for its hello.
 func (p *Pool) spawn(ctx context.Context) (*worker, error) {
-	inR, inW, err := os.Pipe()
+	c, err := startChild(p.o.Command, p.o.WorkerMemory, "1")
 	if err != nil {
-		return nil, fmt.Errorf("creating a pipe: %w", err)
+		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("creating a pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("creating a pipe: %w", err)
-	}
-	cmd := exec.Command(p.o.Command[0], p.o.Command[1:]...)
-	cmd.Env = workerEnvironment(p.o.WorkerMemory, "1")
-	cmd.Dir = os.TempDir()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = workerSysProcAttr()
-	err = startWorkerProcess(cmd)
-	inR.Close() // the child's ends
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
-		return nil, fmt.Errorf("starting %s: %w", p.o.Command[0], err)
-	}
+	cmd, inW, outR, errR := c.cmd, c.stdin, c.stdout, c.stderr
 	p.spawns.Add(1)
 	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: inW}, dead: make(chan struct{}), active: map[uint64]*poolRun{}}
 	go w.logStderr(errR)

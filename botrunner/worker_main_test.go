@@ -9,7 +9,7 @@ import (
 // TestMain doubles as a bot worker: the pool tests start this test binary as their worker
 // command, and the pool marks its workers' environment with workerEnv.
 func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) != "" {
+	if IsWorkerProcess() { // workertest.Main, which cannot be imported here (a cycle)
 		if err := ServeWorker(); err != nil {
 			fmt.Fprintln(os.Stderr, "bot worker:", err)
 			os.Exit(1)

@@ -41,6 +41,10 @@ const workerGCPercent = 400
 // (see Compiler).
 const workerEnv = "FHIRGATE_BOT_WORKER"
 
+// IsWorkerProcess tells whether this process was started by a Pool or a Compiler, which mark
+// the environment of the processes they start: such a process must call ServeWorker.
+func IsWorkerProcess() bool { return os.Getenv(workerEnv) != "" }
+
 // ServeWorker is the whole life of a bot worker process: it serves a Pool over the process's
 // stdin and stdout until stdin closes, which is how the pool stops it. Anything else written
 // to stdout goes to stderr, which the pool logs. SIGINT, SIGTERM and SIGHUP are ignored: the

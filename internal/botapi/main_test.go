@@ -2,40 +2,22 @@ package botapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/botrunner/workertest"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// TestMain doubles as the compile process: the tests' Compiler starts this test binary, and
-// botrunner marks its environment (FHIRGATE_BOT_WORKER) so that it serves one compile.
-func TestMain(m *testing.M) {
-	if os.Getenv("FHIRGATE_BOT_WORKER") != "" {
-		if err := botrunner.ServeWorker(); err != nil {
-			fmt.Fprintln(os.Stderr, "bot worker:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain doubles as the compile process the tests' Compiler starts.
+func TestMain(m *testing.M) { workertest.Main(m) }
 
 // newCompiler returns a Compiler whose processes are this test binary.
-func newCompiler(t testing.TB) *botrunner.Compiler {
-	t.Helper()
-	c, err := botrunner.NewCompiler(botrunner.CompilerOptions{Command: []string{os.Args[0], "-test.run=^$"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func newCompiler(t testing.TB) *botrunner.Compiler { return workertest.Compiler(t) }
 
 // busyCompiler is a Compiler whose slots are all taken.
 type busyCompiler struct{}
