@@ -49,7 +49,8 @@ func vmRSS(t *testing.T, pid int) int64 {
 // stays within a bound; a 100 MB thrown message is answered cut to 64 KiB.
 func TestHostileInProcessBots(t *testing.T) {
 	const botMemory = 256 << 20 // the default
-	s := startStack(t, "bot_isolation inprocess\n\t\tbot_timeout 5s\n\t\tbot_max_concurrent 16")
+	// Project alpha may hold 12 of the 16 slots: the eight regexps leave room for its echo.
+	s := startStack(t, "bot_isolation inprocess\n\t\tbot_timeout 5s\n\t\tbot_max_concurrent 16\n\t\tbot_project_max_concurrent 12")
 	auth := []string{"Authorization", "Bearer " + s.signIn(t, "alpha-app", "alice-token")["access_token"].(string)}
 	base := s.gateway + "/fhir/R4/Bot/"
 	echo := s.botID(t, "alpha", "https://example.com/bots|echo")
