@@ -298,17 +298,18 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	var state atomic.Int32
 	done := make(chan *Result, 1)
 	r.workers.submit(func() {
-		defer func() {
-			if r.heap != nil {
-				r.heap.remove(x)
-			}
-			if state.CompareAndSwap(running, ended) {
-				release()
-			} else {
-				r.stuck.Add(-1)
-			}
-		}()
-		done <- x.run()
+		res := x.run() // recovers the engine's panics into an error result
+		if r.heap != nil {
+			r.heap.remove(x)
+		}
+		// The slot goes back before the result: a bot that called this one through
+		// executeBot may make its next call at once, on the same lent slot.
+		if state.CompareAndSwap(running, ended) {
+			release()
+		} else {
+			r.stuck.Add(-1)
+		}
+		done <- res
 	})
 	var res *Result
 	select {

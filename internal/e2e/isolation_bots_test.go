@@ -150,7 +150,8 @@ func gone(t *testing.T, pids []int, within time.Duration) {
 }
 
 func TestBotIsolationContainsHostileBots(t *testing.T) {
-	s := startStack(t, "bot_timeout 2s\n\t\tbot_isolation process\n\t\tbot_worker_memory 128MiB")
+	// Project alpha may hold 6 of the 8 slots: its four misbehaving runs leave room for its echo.
+	s := startStack(t, "bot_timeout 2s\n\t\tbot_isolation process\n\t\tbot_worker_memory 128MiB\n\t\tbot_project_max_concurrent 6")
 	auth := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
 	echo := s.gateway + "/fhir/R4/Bot/" + s.botID(t, "alpha", "https://example.com/bots|echo") + "/$execute"
 	execute := func(id string) string { return s.gateway + "/fhir/R4/Bot/" + id + "/$execute" }
