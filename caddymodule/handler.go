@@ -133,15 +133,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	fhirBase := h.FHIRBase
-	if fhirBase == "" {
-		fhirBase = gateway.DefaultFHIRBase
-	}
 	h.bots, err = botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Runner:         app.runner,
 		Compiler:       app.compiler,
-		FHIRBase:       fhirBase,
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -61,8 +62,14 @@ func TestDeployWhileCompilesAreBusyAnswers429WithRetryAfter(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(`{"code":"exports.handler = () => 1","filename":"index.js"}`))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	f.api.Handler(r)(w, r, &oauth.Identity{ProjectID: project.ID, Admin: true}, nil)
+	f.api.Handler(targetOf(r))(w, r, &oauth.Identity{ProjectID: project.ID, Admin: true}, nil)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "too many bot compiles") {
 		t.Fatalf("%d Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body.String())
 	}
+}
+
+// targetOf is the gate's reading of r's path under /fhir/R4, for tests that
+// call the API's handler without a gateway.
+func targetOf(r *http.Request) gateway.Target {
+	return gateway.ParseTarget("/fhir/R4", r.URL)
 }
