@@ -154,17 +154,14 @@ func (a *API) Handler(t gateway.Target) gateway.Operation {
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
 			a.serveBotType(w, r, id, t.Base)
 		}
-	case len(seg) == 2 && t.Operation == "$execute":
+	case t.Operation == "$execute":
+		// Any path may follow $execute, as on Medplum.
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
-			a.execute(w, r, id, be, t.Base, "")
+			a.execute(w, r, id, be, t.Base, t.ID)
 		}
 	case len(seg) == 2 && t.ID != "":
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
 			a.serveBot(w, r, id, t.ID)
-		}
-	case len(seg) == 3 && t.Operation == "$execute":
-		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
-			a.execute(w, r, id, be, t.Base, t.ID)
 		}
 	case len(seg) == 3 && t.Operation == "$deploy":
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {

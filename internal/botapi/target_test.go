@@ -38,6 +38,8 @@ func TestGateAndBotAPIAgree(t *testing.T) {
 		{"dot segment", "/fhir/R4/./Bot/" + id + "/$execute", ran, ""},
 		{"double slashes", "//fhir//R4//Bot//" + id + "//$execute", ran, ""},
 		{"trailing slash", "/fhir/R4/Bot/" + id + "/$execute/", ran, ""},
+		{"extra path after $execute", "/fhir/R4/Bot/" + id + "/$execute/x/y", ran, ""},
+		{"$execute in the fourth segment", "/fhir/R4/Bot/" + id + "/x/$execute", apiOnly, "fhirgate supports"},
 		{"servlet parameters", "/fhir;a=1/R4/Bot/" + id + "/$execute", ran, ""},
 		{"search with a trailing slash", "/fhir/R4/Bot/", search, ""},
 		{"encoded slash stays in the id", "/fhir/R4/Bot/a%2Fb", apiOnly, "Bot/a/b not found"},

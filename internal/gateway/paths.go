@@ -93,9 +93,10 @@ type Target struct {
 	Type string
 	// ID is the second segment unless it is an operation.
 	ID string
-	// Operation is the last segment when it names an operation ("$execute")
-	// at the system, type or instance level: {base}/$op, {base}/Type/$op or
-	// {base}/Type/id/$op.
+	// Operation is the segment that names an operation ("$execute") at the
+	// system, type or instance level: {base}/$op, {base}/Type/$op or
+	// {base}/Type/id/$op. Segments may follow it; whether an operation
+	// takes them is its own business (Medplum's $execute does).
 	Operation string
 }
 
@@ -120,19 +121,17 @@ func ParseTarget(fhirBase string, u *url.URL) Target {
 	switch {
 	case len(rel) == 0:
 	case isOp(rel[0]):
-		if len(rel) == 1 {
-			t.Operation = rel[0]
-		}
+		t.Operation = rel[0]
 	default:
 		t.Type = rel[0]
-		if len(rel) >= 2 && !isOp(rel[1]) {
-			t.ID = rel[1]
-		}
 		switch {
-		case len(rel) == 2 && isOp(rel[1]):
+		case len(rel) >= 2 && isOp(rel[1]):
 			t.Operation = rel[1]
-		case len(rel) == 3 && t.ID != "" && isOp(rel[2]):
-			t.Operation = rel[2]
+		case len(rel) >= 2:
+			t.ID = rel[1]
+			if len(rel) >= 3 && isOp(rel[2]) {
+				t.Operation = rel[2]
+			}
 		}
 	}
 	return t
