@@ -71,14 +71,17 @@ func under(p, base string) bool {
 // and hands it to Options.Operations, so nothing after the gate reads the
 // path again.
 //
-// The path is split at '/' as sent; each segment loses its ";parameters"
-// and is percent-decoded once (so %24execute is $execute, and a%2Fb is the
-// one segment "a/b", never two); then empty segments (double and trailing
-// slashes) are dropped and dot segments resolved ("." and "..", also when
-// they were sent encoded). The result is under fhir_base when it starts with
-// fhir_base's segments, compared case-insensitively, as the gate compares
-// them. Type, ID and Operation read the segments below fhir_base the FHIR
-// way; they are case-sensitive, as FHIR names are.
+// The path is split at '/' as sent; each segment is percent-decoded once
+// (so %24execute is $execute, and a%2Fb is the one segment "a/b", never
+// two); then empty segments (double and trailing slashes) are dropped and
+// dot segments resolved ("." and "..", also when they were sent encoded).
+// The result is under fhir_base when it starts with fhir_base's segments,
+// compared case-insensitively, as the gate compares them. ";parameters"
+// are kept: a segment "R4;x" is not "R4", and "b1;x" is not the id "b1"
+// (the gate still gates such a path, which a servlet backend would read
+// without them; the operations do not answer it). Type, ID and Operation
+// read the segments below fhir_base the FHIR way; they are case-sensitive,
+// as FHIR names are.
 type Target struct {
 	// Base is the configured fhir_base, cleaned (no trailing slash), for
 	// building URLs.
@@ -141,9 +144,6 @@ func ParseTarget(fhirBase string, u *url.URL) Target {
 func canonicalSegments(escaped string) []string {
 	out := []string{}
 	for raw := range strings.SplitSeq(escaped, "/") {
-		if i := strings.IndexByte(raw, ';'); i >= 0 {
-			raw = raw[:i]
-		}
 		seg, err := url.PathUnescape(raw)
 		if err != nil {
 			seg = raw // net/http refuses invalid escapes before a handler sees them
