@@ -31,9 +31,11 @@ func init() {
 //
 // A request under `fhir_base` without a valid token is answered 401 with an
 // RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
-// OperationOutcome body; the backend never sees it. Only `public_paths`
-// requested with one of `public_methods` pass without a token. Requests
-// outside `fhir_base` pass through.
+// OperationOutcome body; the backend never sees it. The handler writes
+// that answer itself (as every answer of its own) and returns no error, so
+// a site's `handle_errors` does not see it. Only `public_paths` requested
+// with one of `public_methods` pass without a token. Requests outside
+// `fhir_base` pass through.
 //
 // Headers that make backends act on another URL or method
 // (`X-Original-URL`, `X-Rewrite-URL`, `X-HTTP-Method-Override`,
