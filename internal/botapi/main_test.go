@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/botrunner"
-	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -66,10 +65,4 @@ func TestDeployWhileCompilesAreBusyAnswers429WithRetryAfter(t *testing.T) {
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "too many bot compiles") {
 		t.Fatalf("%d Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body.String())
 	}
-}
-
-// targetOf is the gate's reading of r's path under /fhir/R4, for tests that
-// call the API's handler without a gateway.
-func targetOf(r *http.Request) gateway.Target {
-	return gateway.ParseTarget("/fhir/R4", r.URL)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -74,4 +75,10 @@ func TestGateAndBotAPIAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// targetOf is the gate's reading of r's path under /fhir/R4, for tests that
+// call the API's handler without a gateway.
+func targetOf(r *http.Request) gateway.Target {
+	return gateway.ParseTarget("/fhir/R4", r.URL)
 }
