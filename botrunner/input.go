@@ -87,16 +87,11 @@ func (in *Input) parseDeferred() error {
 	return nil
 }
 
-// InputError is a request body the runner refuses. Status is 400 (malformed body) or 415
-// (unsupported media type or charset); Message says what is wrong without quoting the body, and
-// Expression optionally names the offending element (for OperationOutcome.issue.expression).
-type InputError struct {
-	Status     int
-	Message    string
-	Expression string
-}
-
-func (e *InputError) Error() string { return e.Message }
+// InputError is a request body the runner refuses: a fhir.Error whose Status is 400 (malformed
+// body) or 415 (unsupported media type or charset); Message says what is wrong without quoting the
+// body, and Expression optionally names the offending element (for
+// OperationOutcome.issue.expression).
+type InputError = fhir.Error
 
 func badInput(format string, args ...any) *InputError {
 	return &InputError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}

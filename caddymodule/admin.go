@@ -56,6 +56,8 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 func (a *adminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	h, err := a.resolve(r.Context())
 	if err != nil {
+		a.logger.Error("admin api request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", http.StatusServiceUnavailable), zap.Error(err))
 		fhir.WriteOutcome(w, http.StatusServiceUnavailable, err.Error())
 		return nil
 	}
@@ -91,15 +93,17 @@ func (a *adminAPI) resolve(ctx context.Context) (http.Handler, error) {
 	if err := app.awaitDeclared(ctx); err != nil {
 		return nil, fmt.Errorf("the fhirgate app is not ready: %w", err)
 	}
-	return app.adminHandler(), nil
+	return app.adminHandler(a.logger), nil
 }
 
-// adminHandler builds the admin API over this app's store and services.
-func (a *App) adminHandler() http.Handler {
+// adminHandler builds the admin API over this app's store and services;
+// it logs its 5xx answers to logger (the admin module's).
+func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 	st := a.store.store
 	db := a.store.db
 	return adminapi.New(adminapi.Options{
-		Store: st,
+		Store:  st,
+		Logger: logger,
 		Deploy: func(ctx context.Context, botID, filename, code string) (*store.Bot, error) {
 			return deploy.Deploy(ctx, st, a.compiler, botID, filename, code)
 		},

@@ -31,9 +31,11 @@ func init() {
 //
 // A request under `fhir_base` without a valid token is answered 401 with an
 // RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
-// OperationOutcome body; the backend never sees it. Only `public_paths`
-// requested with one of `public_methods` pass without a token. Requests
-// outside `fhir_base` pass through.
+// OperationOutcome body; the backend never sees it. The handler writes
+// that answer itself (as every answer of its own) and returns no error, so
+// a site's `handle_errors` does not see it. Only `public_paths` requested
+// with one of `public_methods` pass without a token. Requests outside
+// `fhir_base` pass through.
 //
 // Headers that make backends act on another URL or method
 // (`X-Original-URL`, `X-Rewrite-URL`, `X-HTTP-Method-Override`,
@@ -138,10 +140,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	fhirBase := h.FHIRBase
-	if fhirBase == "" {
-		fhirBase = gateway.DefaultFHIRBase
-	}
 	// The bot API writes audit events and job results until its runs end,
 	// which can be after the app's Cleanup: Caddy cleans modules up in no
 	// fixed order, and a reload lets runs go on. So the handler holds its
@@ -154,7 +152,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Store:          app.Store(),
 		Runner:         app.runner,
 		Compiler:       app.compiler,
-		FHIRBase:       fhirBase,
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),

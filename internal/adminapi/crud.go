@@ -17,11 +17,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, typ string) {
 	}
 	res, err := decodeResource(typ, body)
 	if err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	if err := h.o.Store.Create(r.Context(), res, store.PutOptions{}); err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	w.Header().Set("Location", Prefix+typ+"/"+res.Base().ID)
@@ -35,17 +35,17 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, typ, id string) {
 	}
 	res, err := decodeResource(typ, body)
 	if err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	if bodyID := res.Base().ID; bodyID != "" && bodyID != id {
-		writeStoreError(w, &store.ValidationError{Field: "id", Message: fmt.Sprintf("is %q but the path says %q", bodyID, id)})
+		h.writeStoreError(w, r, &store.ValidationError{Field: "id", Message: fmt.Sprintf("is %q but the path says %q", bodyID, id)})
 		return
 	}
 	res.Base().ID = id
 	created, err := h.o.Store.Put(r.Context(), res, store.PutOptions{IfMatch: parseETag(r.Header.Get("If-Match"))})
 	if err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -59,11 +59,11 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, typ, id string) {
 func (h *Handler) read(w http.ResponseWriter, r *http.Request, typ, id string) {
 	res, err := store.NewResource(typ)
 	if err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	if err := h.o.Store.Read(r.Context(), typ, id, res); err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	fhirstore.WriteResource(w, http.StatusOK, res)
@@ -71,7 +71,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, typ, id string) {
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, typ, id string) {
 	if err := h.o.Store.Delete(r.Context(), typ, id); err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	fhir.WriteJSON(w, http.StatusOK, fhir.NewOutcome(http.StatusOK, fmt.Sprintf("deleted %s/%s", typ, id)))
@@ -106,7 +106,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, typ string) {
 	}
 	found, err := h.o.Store.List(r.Context(), typ, f)
 	if err != nil {
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	fhir.WriteJSON(w, http.StatusOK, fhir.NewSearchBundle(found))
@@ -120,7 +120,7 @@ func parseETag(v string) string {
 
 // writeStoreError turns a store error into the matching OperationOutcome.
 // The admin API is the operator's: an unexpected error is shown in full.
-func writeStoreError(w http.ResponseWriter, err error) {
+func (h *Handler) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	status, text, field := fhirstore.ErrorStatus(err)
 	if status == http.StatusInternalServerError {
 		text = "store error: " + err.Error()
@@ -129,5 +129,5 @@ func writeStoreError(w http.ResponseWriter, err error) {
 	if field != "" {
 		expr = []string{field}
 	}
-	fhir.WriteOutcome(w, status, text, expr...)
+	h.fail(w, r, status, text, err, expr...)
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -44,7 +46,7 @@ var resourceAccess = map[string]access{
 }
 
 // DeployFunc compiles and stores a bot's code, returning the updated bot. An
-// error that wraps a StatusError is answered with its status.
+// error that is or wraps a *fhir.Error is answered as that error.
 type DeployFunc func(ctx context.Context, botID, filename, code string) (*store.Bot, error)
 
 // Options configures a Handler. Store is required; the others enable their
@@ -57,6 +59,9 @@ type Options struct {
 	Restore    func(r io.Reader) error
 	// MaxBody bounds request bodies in bytes. Zero means DefaultMaxBody.
 	MaxBody int64
+	// Logger receives every 5xx answer with its cause (never a body or a
+	// header). Nil means no logging.
+	Logger *zap.Logger
 }
 
 // Handler serves the admin API.
@@ -68,6 +73,9 @@ type Handler struct {
 func New(o Options) *Handler {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
 	}
 	return &Handler{o: o}
 }
@@ -96,6 +104,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("no admin API route for %s", r.URL.Path))
 	}
+}
+
+// fail answers status with an OperationOutcome saying text. A 5xx is
+// logged with its cause: the handler answers and returns nothing, so this
+// log line is how an operator learns why the admin API failed. Neither the
+// request's body nor its headers are logged.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, text string, cause error, expression ...string) {
+	if status >= 500 {
+		h.o.Logger.Error("admin api request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", status), zap.Error(cause))
+	}
+	fhir.WriteOutcome(w, status, text, expression...)
 }
 
 // typeAccess resolves a path segment to a resource type the API exposes, or

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
@@ -23,10 +24,8 @@ type testAPI struct {
 	deploys []string
 }
 
-type deployFailure struct{}
-
-func (deployFailure) Error() string   { return "index.ts:2:7: Expected ';' but found 'x'" }
-func (deployFailure) HTTPStatus() int { return http.StatusBadRequest }
+// deployFailure is what deploy.Deploy returns for a syntax error.
+var deployFailure = &fhir.Error{Status: http.StatusBadRequest, Message: "index.ts:2:7: Expected ';' but found 'x'"}
 
 func newTestAPI(t *testing.T) *testAPI {
 	t.Helper()
@@ -37,7 +36,7 @@ func newTestAPI(t *testing.T) *testAPI {
 		Deploy: func(ctx context.Context, botID, filename, code string) (*store.Bot, error) {
 			api.deploys = append(api.deploys, botID+":"+filename)
 			if strings.Contains(code, "syntax error") {
-				return nil, deployFailure{}
+				return nil, deployFailure
 			}
 			return store.Get[store.Bot](ctx, api.st, botID)
 		},

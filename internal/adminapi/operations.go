@@ -2,7 +2,6 @@ package adminapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,14 +9,8 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/fhirstore"
+	"go.uber.org/zap"
 )
-
-// StatusError is an error that knows the HTTP status it should be answered
-// with, such as a compile error (400) from a deployment.
-type StatusError interface {
-	error
-	HTTPStatus() int
-}
 
 // deployRequest is the body of $deploy, exactly as Medplum's CLI sends it.
 type deployRequest struct {
@@ -31,7 +24,7 @@ func (h *Handler) serveDeploy(w http.ResponseWriter, r *http.Request, botID stri
 		return
 	}
 	if h.o.Deploy == nil {
-		fhir.WriteOutcome(w, http.StatusNotImplemented, "bot deployment is not available in this build")
+		h.fail(w, r, http.StatusNotImplemented, "bot deployment is not available in this build", nil)
 		return
 	}
 	body, ok := h.readJSONBody(w, r)
@@ -52,12 +45,15 @@ func (h *Handler) serveDeploy(w http.ResponseWriter, r *http.Request, botID stri
 	}
 	bot, err := h.o.Deploy(r.Context(), botID, req.Filename, req.Code)
 	if err != nil {
-		var serr StatusError
-		if errors.As(err, &serr) {
-			fhir.WriteOutcome(w, serr.HTTPStatus(), serr.Error())
+		if ferr := fhir.AsError(err); ferr != nil {
+			if ferr.Status >= 500 {
+				h.fail(w, r, ferr.Status, ferr.Message, err)
+				return
+			}
+			fhir.WriteError(w, ferr)
 			return
 		}
-		writeStoreError(w, err)
+		h.writeStoreError(w, r, err)
 		return
 	}
 	fhirstore.WriteResource(w, http.StatusOK, bot)
@@ -69,12 +65,12 @@ func (h *Handler) serveRotate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.o.RotateKeys == nil {
-		fhir.WriteOutcome(w, http.StatusNotImplemented, "key rotation is not available in this build")
+		h.fail(w, r, http.StatusNotImplemented, "key rotation is not available in this build", nil)
 		return
 	}
 	kid, err := h.o.RotateKeys(r.Context())
 	if err != nil {
-		fhir.WriteOutcome(w, http.StatusInternalServerError, fmt.Sprintf("rotating signing keys: %v", err))
+		h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("rotating signing keys: %v", err), err)
 		return
 	}
 	fhir.WriteJSON(w, http.StatusOK, fhir.NewOutcome(http.StatusOK, "new signing key "+kid))
@@ -86,7 +82,7 @@ func (h *Handler) serveBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.o.Backup == nil {
-		fhir.WriteOutcome(w, http.StatusNotImplemented, "backup is not available in this build")
+		h.fail(w, r, http.StatusNotImplemented, "backup is not available in this build", nil)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -95,9 +91,10 @@ func (h *Handler) serveBackup(w http.ResponseWriter, r *http.Request) {
 	if err := h.o.Backup(cw); err != nil {
 		if cw.n == 0 {
 			w.Header().Del("Content-Disposition")
-			fhir.WriteOutcome(w, http.StatusInternalServerError, fmt.Sprintf("backing up the store: %v", err))
+			h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("backing up the store: %v", err), err)
 			return
 		}
+		h.o.Logger.Error("admin api backup stream cut", zap.Int64("bytes_sent", cw.n), zap.Error(err))
 		// The status is already sent; cutting the connection is the only way
 		// left to tell the client the stream is incomplete.
 		panic(http.ErrAbortHandler)
@@ -122,7 +119,7 @@ func (h *Handler) serveRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.o.Restore == nil {
-		fhir.WriteOutcome(w, http.StatusNotImplemented, "restore is not available in this build")
+		h.fail(w, r, http.StatusNotImplemented, "restore is not available in this build", nil)
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/octet-stream" {

@@ -3,8 +3,6 @@ package botapi
 import (
 	"errors"
 	"net/http"
-	"path"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,8 +44,6 @@ type Options struct {
 	// Compiler compiles $deploy's source (*botrunner.Compiler: in a child
 	// process, bounded in time and per project).
 	Compiler deploy.Compiler
-	// FHIRBase is the FHIR API's path prefix, e.g. /fhir/R4.
-	FHIRBase string
 	// MaxBody bounds $execute bodies in bytes; larger is 413. Zero means
 	// DefaultMaxBody.
 	MaxBody int64
@@ -127,7 +123,6 @@ func New(o Options) (*API, error) {
 	if o.OnExecute == nil {
 		o.OnExecute = func(string, time.Duration, time.Duration) {}
 	}
-	o.FHIRBase = strings.TrimSuffix(o.FHIRBase, "/")
 	audit := newAuditWriter(o.Store, o.recordOptions(o.AuditRetention), o.Logger, func(reason string) { o.OnRecordRefused("audit_event", reason) })
 	return &API{o: o, audit: audit, code: newCodeCache(), bots: newBotCache(), bodies: newBodyMemory(), life: newLifecycle(o.ShutdownGrace)}, nil
 }
@@ -138,48 +133,43 @@ func (o *Options) recordOptions(ttl time.Duration) store.PutOptions {
 	return store.PutOptions{TTL: ttl, ProjectQuota: o.ProjectRecordsMax, DiskReserve: o.RecordsDiskReserve}
 }
 
-// Handler returns the handler for an authenticated request if its path is
-// one of the operations fhirgate answers itself (bots and async job
-// status), or nil to let the request go on to the backend.
-func (a *API) Handler(r *http.Request) gateway.Operation {
-	rel, ok := strings.CutPrefix(path.Clean(r.URL.Path), a.o.FHIRBase+"/")
-	if !ok {
+// Handler returns the handler for an authenticated request if the gate's
+// reading of its path (gateway.Target) is one of the operations fhirgate
+// answers itself (bots and async job status), or nil to let the request go
+// on to the backend. It routes on the Target only: the path is read once,
+// by the gate.
+func (a *API) Handler(t gateway.Target) gateway.Operation {
+	if !t.Under {
 		return nil
 	}
-	parts := strings.Split(rel, "/")
-	var f gateway.Operation
+	seg := t.Segments
 	switch {
-	case parts[0] == "job" && len(parts) == 3 && parts[2] == "status":
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
-			a.serveJobStatus(w, r, id, parts[1])
+	case t.Type == "job" && len(seg) == 3 && seg[2] == "status":
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveJobStatus(w, r, id, t.ID)
 		}
-	case parts[0] != "Bot":
+	case t.Type != "Bot":
 		return nil
-	case len(parts) == 1:
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
-			a.serveBotType(w, r, id)
+	case len(seg) == 1:
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveBotType(w, r, id, t.Base)
 		}
-	case parts[1] == "$execute":
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
-			a.execute(w, r, id, be, "")
+	case t.Operation == "$execute":
+		// Any path may follow $execute, as on Medplum.
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
+			a.execute(w, r, id, be, t.Base, t.ID)
 		}
-	case len(parts) == 2:
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
-			a.serveBot(w, r, id, parts[1])
+	case len(seg) == 2 && t.ID != "":
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveBot(w, r, id, t.ID)
 		}
-	case parts[2] == "$execute":
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend) {
-			a.execute(w, r, id, be, parts[1])
-		}
-	case parts[2] == "$deploy" && len(parts) == 3:
-		f = func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
-			a.serveDeploy(w, r, id, parts[1])
-		}
-	default:
-		// Every Bot path is fhirgate's: the backend knows nothing of bots.
-		f = func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, _ *gateway.Backend) {
-			fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, search, create, update, delete, $deploy and $execute")
+	case len(seg) == 3 && t.Operation == "$deploy":
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveDeploy(w, r, id, t.ID)
 		}
 	}
-	return f
+	// Every Bot path is fhirgate's: the backend knows nothing of bots.
+	return func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, _ *gateway.Backend) {
+		fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, search, create, update, delete, $deploy and $execute")
+	}
 }

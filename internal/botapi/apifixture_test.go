@@ -61,7 +61,7 @@ type backendRequest struct {
 	Header                    http.Header
 }
 
-// newAPIFixture builds the fixture; o's Store, Runner, FHIRBase and
+// newAPIFixture builds the fixture; o's Store, Runner and
 // Logger are set by it, and its Compiler unless the test gives one.
 func newAPIFixture(t *testing.T, o Options) *apiFixture {
 	t.Helper()
@@ -121,7 +121,7 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 
 	core, logs := observer.New(zapcore.DebugLevel)
 	f.logs = logs
-	o.Store, o.Runner, o.FHIRBase, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 8}), "/fhir/R4", zap.New(core)
+	o.Store, o.Runner, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 8}), zap.New(core)
 	if o.Compiler == nil {
 		o.Compiler = newCompiler(t)
 	}
@@ -246,7 +246,7 @@ func (f *apiFixture) call(t *testing.T, id *oauth.Identity, method, path, body s
 	for i := 0; i+1 < len(header); i += 2 {
 		r.Header.Set(header[i], header[i+1])
 	}
-	op := f.api.Handler(r)
+	op := f.api.Handler(targetOf(r))
 	if op == nil {
 		t.Fatalf("%s %s is not a bot operation", method, path)
 	}

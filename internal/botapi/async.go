@@ -38,7 +38,7 @@ func wantsAsync(r *http.Request) bool {
 // URL; run then does the work and records the outcome. It reports whether
 // the job started (false: the job could not be recorded, and the error is
 // answered).
-func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, run func(ctx context.Context) *botrunner.Result) bool {
+func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, base string, run func(ctx context.Context) *botrunner.Result) bool {
 	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
 	job.Meta.Project = id.ProjectID
 	if id.UserID != "" {
@@ -48,7 +48,7 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 		a.writeJobRefusal(w, err)
 		return false
 	}
-	statusURL := baseURL(r) + a.o.FHIRBase + "/job/" + job.ID + "/status"
+	statusURL := baseURL(r) + base + "/job/" + job.ID + "/status"
 
 	// The run outlives the request: keep its values (Caddy's per-request
 	// state the backend client needs), drop its cancellation; a shutdown

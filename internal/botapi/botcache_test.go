@@ -38,7 +38,7 @@ func newBotFixture(t testing.TB) *botFixture {
 	db := storetest.OpenKV(t)
 	kv := &countingKV{KV: db}
 	st := store.New(kv, store.Options{})
-	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t), FHIRBase: "/fhir/R4"})
+	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: newCompiler(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func (f *botFixture) execute(t *testing.T, id *oauth.Identity, target string) (i
 	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(`{}`))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	op := f.api.Handler(r)
+	op := f.api.Handler(targetOf(r))
 	if op == nil {
 		t.Fatalf("%s is not a bot operation", target)
 	}
@@ -189,8 +189,8 @@ func BenchmarkFindBot(b *testing.B) {
 	caller := &oauth.Identity{ProjectID: project.ID}
 	r := httptest.NewRequest(http.MethodPost, "/fhir/R4/Bot/$execute?identifier=sys%7Cecho", nil)
 	find := func(b *testing.B) {
-		if found, status, msg := f.api.findBot(ctx, r, caller, ""); found == nil {
-			b.Fatalf("%d %s", status, msg)
+		if found, ferr := f.api.findBot(ctx, caller, botKey{identifiers: r.URL.Query()["identifier"]}); found == nil {
+			b.Fatalf("%d %s", ferr.Status, ferr.Message)
 		}
 	}
 	b.Run("cached", func(b *testing.B) {

@@ -68,7 +68,7 @@ func newBoundsFixture(t *testing.T, kv func(store.KV) store.KV, o Options) *boun
 	f.caller = &oauth.Identity{ProjectID: f.project.ID, UserID: "0190b3c2-7a1e-7c3d-9f00-000000000002", Profile: "Practitioner/0190b3c2-7a1e-7c3d-9f00-000000000001"}
 	core, logs := observer.New(zapcore.DebugLevel)
 	f.logs = logs
-	o.Store, o.Runner, o.Compiler, o.FHIRBase, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 16}), newCompiler(t), "/fhir/R4", zap.New(core)
+	o.Store, o.Runner, o.Compiler, o.Logger = f.st, botrunner.New(botrunner.Options{MaxConcurrent: 16}), newCompiler(t), zap.New(core)
 	o.OnRecordRefused = func(record, reason string) {
 		f.mu.Lock()
 		f.refused[record+"/"+reason]++
@@ -111,7 +111,7 @@ func (f *boundsFixture) do(t *testing.T, method, target, body string, header ...
 		r.Header.Set(header[i], header[i+1])
 	}
 	w := httptest.NewRecorder()
-	op := f.api.Handler(r)
+	op := f.api.Handler(targetOf(r))
 	if op == nil {
 		t.Fatalf("%s is not a bot operation", target)
 	}

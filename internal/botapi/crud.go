@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -28,13 +27,13 @@ const maxResourceBody = 8 << 20
 // project's bot is a 404, as if it did not exist.
 
 // serveBotType handles {base}/Bot: search (GET) and create (POST).
-func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Identity) {
+func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Identity, base string) {
 	if !requireAdmin(w, id) {
 		return
 	}
 	switch r.Method {
 	case http.MethodGet:
-		a.searchBots(w, r, id)
+		a.searchBots(w, r, id, base)
 	case http.MethodPost:
 		bot, ok := a.readBot(w, r)
 		if !ok {
@@ -46,7 +45,7 @@ func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Ide
 			a.writeStoreError(w, err)
 			return
 		}
-		w.Header().Set("Location", a.o.FHIRBase+"/Bot/"+bot.ID)
+		w.Header().Set("Location", base+"/Bot/"+bot.ID)
 		fhirstore.WriteResource(w, http.StatusCreated, bot)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -134,12 +133,8 @@ func (a *API) serveDeploy(w http.ResponseWriter, r *http.Request, id *oauth.Iden
 		req.Filename = "index.js"
 	}
 	if _, err := deploy.Deploy(r.Context(), a.o.Store, a.o.Compiler, botID, req.Filename, req.Code); err != nil {
-		var derr *deploy.Error
-		if errors.As(err, &derr) {
-			if derr.RetryAfter > 0 {
-				w.Header().Set("Retry-After", strconv.Itoa(derr.RetryAfter))
-			}
-			fhir.WriteOutcome(w, derr.Status, derr.Msg)
+		if ferr := fhir.AsError(err); ferr != nil {
+			fhir.WriteError(w, ferr)
 			return
 		}
 		a.writeStoreError(w, err)
@@ -148,7 +143,7 @@ func (a *API) serveDeploy(w http.ResponseWriter, r *http.Request, id *oauth.Iden
 	fhir.WriteJSON(w, http.StatusOK, fhir.AllOK())
 }
 
-func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Identity) {
+func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Identity, base string) {
 	f := store.Filter{Project: id.ProjectID}
 	for key, values := range r.URL.Query() {
 		if len(values) != 1 {
@@ -175,7 +170,7 @@ func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 	}
 	bundle := fhir.NewSearchBundle(bots)
 	for i := range bundle.Entry {
-		bundle.Entry[i].FullURL = a.o.FHIRBase + "/Bot/" + bots[i].ID
+		bundle.Entry[i].FullURL = base + "/Bot/" + bots[i].ID
 	}
 	fhir.WriteJSON(w, http.StatusOK, bundle)
 }

@@ -3,13 +3,21 @@
 //
 //	GET|POST {fhir_base}/Bot/{id}/$execute[/...]
 //	GET|POST {fhir_base}/Bot/$execute[/...]?identifier=system|code
+//	{fhir_base}/Bot[/{id}], POST {fhir_base}/Bot/{id}/$deploy
+//	GET {fhir_base}/job/{id}/status
+//
+// It routes on the gate's reading of the path (gateway.Target), never on
+// the path itself. An HTTP $execute and a bot's medplum.executeBot run
+// through the same function (runBot): bot lookup, input checks, limits,
+// metrics and audit are one code path; only reading the request and
+// writing the response are HTTP's.
 //
 // A bot is looked up in the caller's project only, so the same identifier
 // in two projects resolves to each caller's own bot and another project's
-// bot is a 404, never a 403. The body is parsed by Content-Type (see
-// botrunner.ParseInput) once the run holds its slot, by the runner (see
-// botrunner.PrepareInput); a body over the limit is 413, an unsupported type
-// 415, a body that does not parse 400. The run's result becomes the
+// bot is a 404, never a 403. The body's media type is checked first (see
+// botrunner.PrepareInput) and the body parsed by the runner once the run
+// holds its slot; a body over the limit is 413, an unsupported type 415, a
+// body that does not parse 400. The run's result becomes the
 // response per DESIGN.md: a bot failure or timeout is 400 (not 5xx: clients
 // retry 5xx and a bot must not run three times), a saturated runner is 429
 // with Retry-After.

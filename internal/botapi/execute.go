@@ -18,41 +18,158 @@ import (
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// execute runs a bot for an authenticated caller.
-func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend, botID string) {
+// botKey names the bot a run asks for: its id, or, when the id is empty,
+// the values of the identifier parameter (Bot/$execute?identifier=system|value).
+type botKey struct {
+	id          string
+	identifiers []string
+}
+
+// runCall is one $execute, whoever asked for it: an HTTP request or a bot's
+// medplum.executeBot.
+type runCall struct {
+	id *oauth.Identity
+	// backend is how the bot's medplum client reaches the FHIR backend; nil
+	// gives the bot no medplum client.
+	backend *gateway.Backend
+	bot     botKey
+	// contentType and body are the bot's input, unparsed: a POST body, or
+	// the query of a GET as a form.
+	contentType string
+	body        []byte
+	// header holds the request headers the bot's event sees.
+	header  http.Header
+	traceID string
+}
+
+// preparedRun is a run ready to start: its bot found, its input accepted,
+// its code loaded.
+type preparedRun struct {
+	bot     *store.Bot
+	id      *oauth.Identity
+	req     botrunner.Request
+	traceID string
+	started time.Time
+}
+
+// execute answers an HTTP $execute: it reads the input off the request,
+// runs the bot through runBot (or, with Prefer: respond-async, through an
+// async job), and writes the result.
+func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity, be *gateway.Backend, base, botID string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$execute accepts GET and POST")
 		return
 	}
-	ctx := r.Context()
-	found, status, msg := a.findBot(ctx, r, id, botID)
-	if found == nil {
-		fhir.WriteOutcome(w, status, msg)
+	call := runCall{id: id, backend: be, bot: botKey{id: botID}, header: r.Header, traceID: traceIDOf(r)}
+	if botID == "" {
+		call.bot.identifiers = r.URL.Query()["identifier"]
+	}
+	var releaseBody func()
+	var ferr *fhir.Error
+	call.contentType, call.body, releaseBody, ferr = a.readInput(r)
+	if ferr != nil {
+		fhir.WriteError(w, ferr)
 		return
 	}
-	bot := found.bot
-	input, releaseBody, ierr := a.readInput(r)
-	if ierr != nil {
-		fhir.WriteOutcome(w, ierr.Status, ierr.Message, exprs(ierr.Expression)...)
+	if wantsAsync(r) {
+		p, ferr := a.prepare(r.Context(), call)
+		if ferr != nil {
+			releaseBody()
+			fhir.WriteError(w, ferr)
+			return
+		}
+		accepted := a.startJob(w, r, id, base, func(ctx context.Context) *botrunner.Result {
+			defer releaseBody()
+			p.started = time.Now()
+			res, err := a.run(ctx, p)
+			if ierr := fhir.AsError(err); ierr != nil {
+				// Parsed once the run holds a slot, so after the 202: the job fails
+				// with the 400 the synchronous call answers.
+				return &botrunner.Result{Outcome: botrunner.OutcomeError, Message: ierr.Message}
+			}
+			return res
+		})
+		if !accepted {
+			releaseBody()
+		}
 		return
 	}
-	async := wantsAsync(r)
-	if !async {
-		defer releaseBody()
-	}
-	code, key, err := a.code.executable(ctx, a.o.Store, bot)
-	if errors.Is(err, deploy.ErrNoCode) {
-		fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("Bot/%s has no deployed code; deploy it with $deploy", bot.ID))
+	defer releaseBody()
+	res, err := a.runBot(r.Context(), call)
+	if ferr := fhir.AsError(err); ferr != nil {
+		fhir.WriteError(w, ferr)
 		return
 	}
 	if err != nil {
-		a.o.Logger.Error("loading bot code", zap.String("bot", bot.ID), zap.Error(err))
-		fhir.WriteOutcome(w, http.StatusInternalServerError, "loading the bot's code failed")
-		return
+		return // the caller went away; nobody is listening
 	}
-	traceID := traceIDOf(r)
-	started := time.Now()
+	w.Header().Set("Content-Type", res.ContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Trace-Id", call.traceID)
+	w.WriteHeader(resultStatus(res))
+	_, _ = w.Write(res.Body)
+}
+
+// resultStatus is the status a run's result is answered with: 200 for a
+// success, 400 for a bot that threw, timed out or broke a limit.
+func resultStatus(res *botrunner.Result) int {
+	if res.Outcome != botrunner.OutcomeSuccess {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// runBot runs a bot to its end for an HTTP $execute or a bot's
+// medplum.executeBot alike: it finds the bot, checks its input, runs it
+// within the API's lifecycle, and records metrics and the audit event. A
+// *fhir.Error is the answer to give instead of a result (the bot or its
+// code not found, input refused, runs busy, stopped by a shutdown); any
+// other error means the caller went away.
+func (a *API) runBot(ctx context.Context, call runCall) (*botrunner.Result, error) {
+	p, ferr := a.prepare(ctx, call)
+	if ferr != nil {
+		return nil, ferr
+	}
+	ctx, end := a.life.begin(ctx)
+	defer end()
+	res, err := a.run(ctx, p)
+	if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
+		// 400, not 503: a client retries a 5xx, and the bot ran partly.
+		return nil, fhir.NewError(http.StatusBadRequest, why)
+	}
+	switch {
+	case fhir.AsError(err) != nil:
+		return nil, err
+	case errors.Is(err, botrunner.ErrBusy):
+		return nil, &fhir.Error{Status: http.StatusTooManyRequests, Message: "too many bot runs in progress; retry shortly", RetryAfter: time.Second}
+	case err != nil:
+		return nil, err
+	}
+	return res, nil
+}
+
+// prepare finds the bot call names, accepts its input (the media type;
+// the body itself is parsed by the runner) and loads its code.
+func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Error) {
+	found, ferr := a.findBot(ctx, call.id, call.bot)
+	if ferr != nil {
+		return nil, ferr
+	}
+	bot := found.bot
+	input, err := botrunner.PrepareInput(call.contentType, call.body)
+	if err != nil {
+		return nil, asInputError(err)
+	}
+	code, key, err := a.code.executable(ctx, a.o.Store, bot)
+	if errors.Is(err, deploy.ErrNoCode) {
+		return nil, fhir.NewError(http.StatusBadRequest, fmt.Sprintf("Bot/%s has no deployed code; deploy it with $deploy", bot.ID))
+	}
+	if err != nil {
+		a.o.Logger.Error("loading bot code", zap.String("bot", bot.ID), zap.Error(err))
+		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's code failed")
+	}
+	id := call.id
 	req := botrunner.Request{
 		CacheKey:      key,
 		Code:          code,
@@ -65,11 +182,11 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		InheritSlot: ctx.Value(depthKey{}) != nil,
 		Event: botrunner.Event{
 			Bot:         botrunner.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name},
-			ContentType: r.Header.Get("Content-Type"),
+			ContentType: call.header.Get("Content-Type"),
 			Input:       input,
 			Secrets:     found.secrets,
-			TraceID:     traceID,
-			Headers:     eventHeaders(r.Header),
+			TraceID:     call.traceID,
+			Headers:     eventHeaders(call.header),
 		},
 	}
 	if bot.Timeout > 0 {
@@ -78,64 +195,18 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
-	if be != nil {
-		req.Medplum = medplumClient{api: a, id: id, backend: be, traceID: traceID, calls: a.callsOf(ctx)}
+	if call.backend != nil {
+		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	if async {
-		accepted := a.startJob(w, r, id, func(ctx context.Context) *botrunner.Result {
-			defer releaseBody()
-			res, err := a.run(ctx, bot, id, req, traceID, time.Now())
-			var ierr *botrunner.InputError
-			if errors.As(err, &ierr) {
-				// Parsed once the run holds a slot, so after the 202: the job fails
-				// with the 400 the synchronous call answers.
-				return &botrunner.Result{Outcome: botrunner.OutcomeError, Message: ierr.Message}
-			}
-			return res
-		})
-		if !accepted {
-			releaseBody()
-		}
-		return
-	}
-	ctx, end := a.life.begin(ctx)
-	defer end()
-	res, err := a.run(ctx, bot, id, req, traceID, started)
-	var badInput *botrunner.InputError
-	if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
-		// 400, not 503: a client retries a 5xx, and the bot ran partly.
-		fhir.WriteOutcome(w, http.StatusBadRequest, why)
-		return
-	}
-	switch {
-	case errors.As(err, &badInput):
-		fhir.WriteOutcome(w, badInput.Status, badInput.Message, exprs(badInput.Expression)...)
-		return
-	case errors.Is(err, botrunner.ErrBusy):
-		w.Header().Set("Retry-After", "1")
-		fhir.WriteOutcome(w, http.StatusTooManyRequests, "too many bot runs in progress; retry shortly")
-		return
-	case err != nil:
-		return // the caller went away; nobody is listening
-	}
-	status = http.StatusOK
-	if res.Outcome != botrunner.OutcomeSuccess {
-		status = http.StatusBadRequest
-	}
-	w.Header().Set("Content-Type", res.ContentType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("X-Trace-Id", traceID)
-	w.WriteHeader(status)
-	_, _ = w.Write(res.Body)
+	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
 }
 
-// run runs the bot, records metrics and the audit event. The error is the
-// runner's (busy, or ctx ended); a run that happened is audited even if
-// its caller went away.
-func (a *API) run(ctx context.Context, bot *store.Bot, id *oauth.Identity, req botrunner.Request, traceID string, started time.Time) (*botrunner.Result, error) {
-	res, err := a.o.Runner.Run(ctx, req)
-	var ierr *botrunner.InputError
-	if errors.As(err, &ierr) {
+// run runs a prepared bot, records metrics and the audit event. The error
+// is the runner's (busy, input refused, or ctx ended); a run that happened
+// is audited even if its caller went away.
+func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error) {
+	res, err := a.o.Runner.Run(ctx, p.req)
+	if fhir.AsError(err) != nil {
 		return nil, err // no run: nothing to count or audit, as for input refused before the run
 	}
 	if res == nil {
@@ -143,61 +214,60 @@ func (a *API) run(ctx context.Context, bot *store.Bot, id *oauth.Identity, req b
 		if errors.Is(err, botrunner.ErrBusy) {
 			outcome = "busy"
 		}
-		a.o.OnExecute(outcome, 0, time.Since(started))
+		a.o.OnExecute(outcome, 0, time.Since(p.started))
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(bot, id, res, traceID, started))
+	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started))
 	return res, err
 }
 
-// findBot resolves the bot from the path id or the identifier parameter,
-// within the caller's project only, with the secrets its run sees. On
-// failure it returns the status and message to answer.
-func (a *API) findBot(ctx context.Context, r *http.Request, id *oauth.Identity, botID string) (*resolvedBot, int, string) {
-	k := botCacheKey{project: id.ProjectID, key: botID}
-	if botID == "" {
-		idents := r.URL.Query()["identifier"]
+// findBot resolves the bot from its id or identifier, within the
+// caller's project only, with the secrets its run sees. On failure it
+// returns the error to answer.
+func (a *API) findBot(ctx context.Context, id *oauth.Identity, bk botKey) (*resolvedBot, *fhir.Error) {
+	k := botCacheKey{project: id.ProjectID, key: bk.id}
+	if bk.id == "" {
 		switch {
-		case len(idents) == 0:
-			return nil, http.StatusBadRequest, "Must specify bot ID or identifier."
-		case len(idents) > 1:
-			return nil, http.StatusBadRequest, "identifier given more than once"
-		case idents[0] == "":
-			return nil, http.StatusBadRequest, "identifier is empty"
+		case len(bk.identifiers) == 0:
+			return nil, fhir.NewError(http.StatusBadRequest, "Must specify bot ID or identifier.")
+		case len(bk.identifiers) > 1:
+			return nil, fhir.NewError(http.StatusBadRequest, "identifier given more than once")
+		case bk.identifiers[0] == "":
+			return nil, fhir.NewError(http.StatusBadRequest, "identifier is empty")
 		}
-		k.byIdentifier, k.key = true, idents[0]
+		k.byIdentifier, k.key = true, bk.identifiers[0]
 	}
 	changes := a.o.Store.Changes(botInputTypes...)
 	if e := a.bots.get(k, changes); e != nil {
-		return e, 0, ""
+		return e, nil
 	}
-	bot, status, msg := a.lookupBot(ctx, id, k)
-	if bot == nil {
-		return nil, status, msg
+	bot, ferr := a.lookupBot(ctx, id, k)
+	if ferr != nil {
+		return nil, ferr
 	}
 	secrets, err := a.secrets(ctx, bot)
 	if err != nil {
 		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
-		return nil, http.StatusInternalServerError, "loading the bot's secrets failed"
+		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's secrets failed")
 	}
 	e := &resolvedBot{bot: bot, secrets: secrets, changes: changes}
 	a.bots.put(k, e)
-	return e, 0, ""
+	return e, nil
 }
 
 // lookupBot reads the bot k names from the store.
-func (a *API) lookupBot(ctx context.Context, id *oauth.Identity, k botCacheKey) (*store.Bot, int, string) {
+func (a *API) lookupBot(ctx context.Context, id *oauth.Identity, k botCacheKey) (*store.Bot, *fhir.Error) {
 	if !k.byIdentifier {
 		bot, err := store.Get[store.Bot](ctx, a.o.Store, k.key)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && bot.Meta.Project != id.ProjectID) {
-			return nil, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", k.key)
+			return nil, fhir.NewError(http.StatusNotFound, fmt.Sprintf("Bot/%s not found", k.key))
 		}
 		if err != nil {
 			a.o.Logger.Error("loading bot", zap.String("bot", k.key), zap.Error(err))
-			return nil, http.StatusInternalServerError, "loading the bot failed"
+			return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot failed")
 		}
-		return bot, 0, ""
+		return bot, nil
 	}
 	system, value, ok := strings.Cut(k.key, "|")
 	if !ok {
@@ -206,44 +276,46 @@ func (a *API) lookupBot(ctx context.Context, id *oauth.Identity, k botCacheKey) 
 	bot, err := a.o.Store.BotByIdentifier(ctx, id.ProjectID, system, value)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, http.StatusNotFound, fmt.Sprintf("no bot with identifier %s", k.key)
+		return nil, fhir.NewError(http.StatusNotFound, fmt.Sprintf("no bot with identifier %s", k.key))
 	case errors.Is(err, store.ErrConflict):
-		return nil, http.StatusBadRequest, fmt.Sprintf("identifier %s matches several bots; give the system too", k.key)
+		return nil, fhir.NewError(http.StatusBadRequest, fmt.Sprintf("identifier %s matches several bots; give the system too", k.key))
 	case err != nil:
 		a.o.Logger.Error("finding bot by identifier", zap.Error(err))
-		return nil, http.StatusInternalServerError, "finding the bot failed"
+		return nil, fhir.NewError(http.StatusInternalServerError, "finding the bot failed")
 	}
-	return bot, 0, ""
+	return bot, nil
 }
 
-// readInput reads the request body (POST) or query (GET) for the bot's
-// input, refusing bodies over MaxBody and media types the runner does not
-// take. The body is left unparsed (botrunner.PrepareInput): the runner
-// parses it once the run holds a slot — in the worker process under process
-// isolation — so a flood of large bodies costs the gateway their bytes
-// only, never the many times larger parsed form.
+// readInput reads a $execute's input off the request: the body (POST),
+// refused over MaxBody, or the query (GET) as a form. The input is left
+// unparsed: runBot checks its media type (botrunner.PrepareInput) and the
+// runner parses it once the run holds a slot — in the worker process under
+// process isolation — so a flood of large bodies costs the gateway their
+// bytes only, never the many times larger parsed form.
 //
 // The body counts as held (bodyMemory) until release is called, once the
 // run has ended.
-func (a *API) readInput(r *http.Request) (in botrunner.Input, release func(), _ *botrunner.InputError) {
+func (a *API) readInput(r *http.Request) (contentType string, body []byte, release func(), _ *fhir.Error) {
 	noop := func() {}
 	if r.Method == http.MethodGet {
-		in, err := botrunner.PrepareInput(botrunner.MediaForm, []byte(r.URL.RawQuery))
-		return in, noop, asInputError(err)
+		return botrunner.MediaForm, []byte(r.URL.RawQuery), noop, nil
 	}
 	body, err := readBody(r.Body, r.ContentLength, a.o.MaxBody)
 	if err != nil {
-		return botrunner.Input{}, noop, &botrunner.InputError{Status: http.StatusBadRequest, Message: "reading the request body failed"}
+		return "", nil, noop, fhir.NewError(http.StatusBadRequest, "reading the request body failed")
 	}
-	if int64(len(body)) > a.o.MaxBody {
-		return botrunner.Input{}, noop, &botrunner.InputError{Status: http.StatusRequestEntityTooLarge,
-			Message: fmt.Sprintf("the request body exceeds the %d-byte limit", a.o.MaxBody)}
+	if ferr := a.checkBodySize(len(body)); ferr != nil {
+		return "", nil, noop, ferr
 	}
-	in, err = botrunner.PrepareInput(r.Header.Get("Content-Type"), body)
-	if err != nil {
-		return botrunner.Input{}, noop, asInputError(err)
+	return r.Header.Get("Content-Type"), body, a.bodies.hold(len(body)), nil
+}
+
+// checkBodySize refuses an input body over MaxBody.
+func (a *API) checkBodySize(n int) *fhir.Error {
+	if int64(n) > a.o.MaxBody {
+		return fhir.NewError(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds the %d-byte limit", a.o.MaxBody))
 	}
-	return in, a.bodies.hold(len(body)), nil
+	return nil
 }
 
 func asInputError(err error) *botrunner.InputError {

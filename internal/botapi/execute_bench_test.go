@@ -46,7 +46,7 @@ func BenchmarkExecute(b *testing.B) {
 	if _, err := deploy.Deploy(ctx, st, c, bot.ID, "index.ts", code); err != nil {
 		b.Fatal(err)
 	}
-	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: c, FHIRBase: "/fhir/R4"})
+	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: c})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func BenchmarkExecute(b *testing.B) {
 		r := httptest.NewRequest(http.MethodPost, "/fhir/R4/Bot/$execute?identifier=https://bench%7Cecho", strings.NewReader(echoInput))
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
-		api.Handler(r)(w, r, caller, nil)
+		api.Handler(targetOf(r))(w, r, caller, nil)
 		if w.Code != http.StatusOK || w.Body.Len() != len(echoInput) {
 			b.Fatalf("$execute: %d %s", w.Code, w.Body)
 		}

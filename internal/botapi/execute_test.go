@@ -66,7 +66,7 @@ func TestBotToBotCallRunsOnItsCallersSlot(t *testing.T) {
   return { got: r.twice };
 }`)
 	runner := &recordingRunner{r: botrunner.New(botrunner.Options{MaxConcurrent: 2, ProjectMaxConcurrent: 1, QueueTimeout: 200 * time.Millisecond})}
-	api, err := New(Options{Store: st, Runner: runner, Compiler: compiler, FHIRBase: "/fhir/R4"})
+	api, err := New(Options{Store: st, Runner: runner, Compiler: compiler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestBotToBotCallRunsOnItsCallersSlot(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/fhir/R4/Bot/"+caller+"/$execute", strings.NewReader(`{}`))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	api.Handler(r)(w, r, id, &gateway.Backend{})
+	api.Handler(targetOf(r))(w, r, id, &gateway.Backend{})
 	if w.Code != http.StatusOK || w.Body.String() != `{"got":42}` {
 		t.Fatalf("$execute of the calling bot: %d %s", w.Code, w.Body)
 	}

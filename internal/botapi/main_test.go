@@ -43,7 +43,7 @@ func TestDeployWhileCompilesAreBusyAnswers429WithRetryAfter(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(`{"code":"exports.handler = () => 1","filename":"index.js"}`))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	f.api.Handler(r)(w, r, &oauth.Identity{ProjectID: project.ID, Admin: true}, nil)
+	f.api.Handler(targetOf(r))(w, r, &oauth.Identity{ProjectID: project.ID, Admin: true}, nil)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "too many bot compiles") {
 		t.Fatalf("%d Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body.String())
 	}

@@ -1,14 +1,15 @@
 package botapi
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
 
+	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
@@ -97,8 +98,9 @@ func executePath(path string) (botID string, ok bool) {
 }
 
 // executeBot runs another bot of the caller's project for a bot, exactly as
-// an HTTP $execute would (same lookup, input parsing, limits and audit),
-// with the same trace id.
+// an HTTP $execute would (same lookup, input checks, limits, metrics and
+// audit: the same runBot), with the same trace id, one level deeper, on the
+// request's call budget.
 func (c medplumClient) executeBot(ctx context.Context, botID string, query url.Values, body []byte, contentType string) (int, string, []byte, error) {
 	depth, _ := ctx.Value(depthKey{}).(int)
 	if depth >= maxBotDepth {
@@ -112,23 +114,34 @@ func (c medplumClient) executeBot(ctx context.Context, botID string, query url.V
 	}
 	ctx = context.WithValue(ctx, depthKey{}, depth+1)
 	ctx = context.WithValue(ctx, callsKey{}, c.calls)
-	target := c.api.o.FHIRBase + "/Bot/$execute"
-	if botID != "" {
-		target = c.api.o.FHIRBase + "/Bot/" + url.PathEscape(botID) + "/$execute"
+	header := http.Header{"X-Trace-Id": {c.traceID}}
+	if contentType != "" {
+		header.Set("Content-Type", contentType)
 	}
-	if len(query) > 0 {
-		target += "?" + query.Encode()
+	call := runCall{
+		id: c.id, backend: c.backend, bot: botKey{id: botID},
+		contentType: contentType, body: body, header: header, traceID: c.traceID,
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if botID == "" {
+		call.bot.identifiers = query["identifier"]
+	}
+	res, err := c.runBot(ctx, call)
+	if ferr := fhir.AsError(err); ferr != nil {
+		out, _ := json.Marshal(ferr.Outcome()) // plain strings: cannot fail
+		return ferr.Status, fhir.ContentType, out, nil
+	}
 	if err != nil {
 		return 0, "", nil, err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	return resultStatus(res), res.ContentType, res.Body, nil
+}
+
+// runBot bounds the body a bot sends as an HTTP request's is bounded
+// (MaxBody), holds it while the run lasts, and runs the bot.
+func (c medplumClient) runBot(ctx context.Context, call runCall) (*botrunner.Result, error) {
+	if ferr := c.api.checkBodySize(len(call.body)); ferr != nil {
+		return nil, ferr
 	}
-	req.Header.Set("X-Trace-Id", c.traceID)
-	rec := gateway.NewRecorder()
-	c.api.execute(rec, req, c.id, c.backend, botID)
-	resp := rec.Response()
-	return resp.Status, resp.Header.Get("Content-Type"), resp.Body, nil
+	defer c.api.bodies.hold(len(call.body))()
+	return c.api.runBot(ctx, call)
 }

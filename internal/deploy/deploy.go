@@ -15,27 +15,19 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 // Error is a deployment failure caused by the request: the bot does not
 // exist, its code does not compile, or its project has too many compiles
-// running. It carries the HTTP status to answer.
-type Error struct {
-	Status int
-	Msg    string
-	// RetryAfter, when positive, is the Retry-After to answer, in seconds.
-	RetryAfter int
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-// HTTPStatus returns the status a client should get for this failure.
-func (e *Error) HTTPStatus() int { return e.Status }
+// running. It is the fhir.Error to answer.
+type Error = fhir.Error
 
 // Compiler compiles a bot's source for the bot's project. The one to use is
 // *botrunner.Compiler, which compiles in a child process: source crafted to
@@ -51,7 +43,7 @@ type Compiler interface {
 func Deploy(ctx context.Context, st *store.Store, c Compiler, botID, filename, code string) (*store.Bot, error) {
 	bot, err := store.Get[store.Bot](ctx, st, botID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &Error{Status: http.StatusNotFound, Msg: fmt.Sprintf("Bot/%s not found", botID)}
+		return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("Bot/%s not found", botID)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading bot %s: %w", botID, err)
@@ -103,9 +95,9 @@ func Compile(ctx context.Context, c Compiler, project, filename, code string) (s
 		var cerr *botrunner.CompileError
 		switch {
 		case errors.As(err, &cerr):
-			return "", &Error{Status: http.StatusBadRequest, Msg: "compiling bot: " + cerr.Error()}
+			return "", &Error{Status: http.StatusBadRequest, Message: "compiling bot: " + cerr.Error()}
 		case errors.Is(err, botrunner.ErrCompileBusy):
-			return "", &Error{Status: http.StatusTooManyRequests, Msg: "too many bot compiles in progress for this project; retry shortly", RetryAfter: 1}
+			return "", &Error{Status: http.StatusTooManyRequests, Message: "too many bot compiles in progress for this project; retry shortly", RetryAfter: time.Second}
 		}
 		return "", fmt.Errorf("compiling bot: %w", err)
 	}

@@ -71,7 +71,7 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	req.GetBody = nil
 	b.g.setIdentity(req, b.id)
 
-	rec := NewRecorder()
+	rec := newRecorder()
 	if err := b.next(rec, req); err != nil {
 		if b.g.o.ErrorStatus == nil {
 			return nil, fmt.Errorf("backend request: %w", err)
@@ -88,31 +88,30 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	return rec.Response(), nil
 }
 
-// Recorder captures a response in memory, bounded to 16 MiB, for
-// fhirgate's operations that call a handler internally. (httptest's
-// recorder would register a test flag in the Caddy binary.)
-type Recorder struct {
+// recorder captures the next handler's response in memory, bounded to
+// 16 MiB, for Backend.Do. (httptest's recorder would register a test flag
+// in the Caddy binary.)
+type recorder struct {
 	header   http.Header
 	status   int
 	body     bytes.Buffer
 	overflow bool
 }
 
-// NewRecorder returns an empty Recorder.
-func NewRecorder() *Recorder { return &Recorder{header: http.Header{}} }
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
 
 // Header implements http.ResponseWriter.
-func (r *Recorder) Header() http.Header { return r.header }
+func (r *recorder) Header() http.Header { return r.header }
 
 // WriteHeader implements http.ResponseWriter; the first status wins.
-func (r *Recorder) WriteHeader(status int) {
+func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
 	}
 }
 
 // Write implements http.ResponseWriter.
-func (r *Recorder) Write(p []byte) (int, error) {
+func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
@@ -124,10 +123,10 @@ func (r *Recorder) Write(p []byte) (int, error) {
 }
 
 // Flush lets proxies that flush as they stream write into the recorder.
-func (r *Recorder) Flush() {}
+func (r *recorder) Flush() {}
 
 // Response returns what was recorded.
-func (r *Recorder) Response() *BackendResponse {
+func (r *recorder) Response() *BackendResponse {
 	status := r.status
 	if status == 0 {
 		status = http.StatusOK

@@ -8,7 +8,9 @@
 // path (percent-decoded, dot segments resolved, duplicate slashes and
 // ;parameters removed, case-insensitive), so tricks like
 // /x/../fhir/R4/Patient or /fhir;a/R4/Patient cannot reach a backend that
-// normalises paths itself without a token.
+// normalises paths itself without a token. fhirgate's own operations are
+// routed on one reading of the path, a Target, made once here and handed to
+// Options.Operations, so they never read the path another way.
 //
 // Public paths pass without a token for the public methods only (GET, HEAD
 // and OPTIONS unless configured), and reach the backend without any

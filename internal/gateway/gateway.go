@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 
@@ -84,9 +85,11 @@ type Options struct {
 	OAuth *oauth.Server
 
 	// Operations, when set, claims authenticated requests that fhirgate
-	// answers itself (bot operations): it returns their handler, or nil to
-	// let the request continue to the backend.
-	Operations func(r *http.Request) Operation
+	// answers itself (bot operations): given the gate's reading of the
+	// request's path, it returns their handler, or nil to let the request
+	// continue to the backend. It is asked only for a request the gate
+	// authenticated, and only when the Target is under FHIRBase.
+	Operations func(t Target) Operation
 
 	// Me answers GET /auth/me for an authenticated caller (Medplum's
 	// session endpoint). Nil: /auth/me is not answered here.
@@ -109,7 +112,7 @@ type Operation func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, 
 // Gateway routes requests; see the package documentation.
 type Gateway struct {
 	o             Options
-	base          string // normalised FHIRBase
+	base          string // normalised FHIRBase: lower case, for the views
 	public        []string
 	publicMethods []string
 	// strip are the request headers removed before anything else: the
@@ -128,6 +131,7 @@ func New(o Options) (*Gateway, error) {
 	if !strings.HasPrefix(o.FHIRBase, "/") {
 		return nil, fmt.Errorf("fhir_base %q must start with /", o.FHIRBase)
 	}
+	o.FHIRBase = path.Clean(o.FHIRBase)
 	if o.PublicPaths == nil {
 		o.PublicPaths = DefaultPublicPaths
 	}
@@ -194,10 +198,12 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		g.o.Me(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
 		return nil
 	}
-	// Gate the request if any reading of its path is under the base, and
-	// treat it as public only if every reading is a public path.
+	// Gate the request if any reading of its path is under the base (the
+	// canonical one, or one a lenient backend might take), and treat it as
+	// public only if every reading is a public path.
+	target := ParseTarget(g.o.FHIRBase, r.URL)
 	views := pathViews(r.URL)
-	if !anyUnder(views[:], g.base) {
+	if !target.Under && !anyUnder(views[:], g.base) {
 		return next(w, r)
 	}
 	if hasMethodOverride(r.URL.RawQuery) {
@@ -221,8 +227,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	if g.o.OnAuthenticated != nil {
 		g.o.OnAuthenticated(r, id)
 	}
-	if g.o.Operations != nil {
-		if op := g.o.Operations(r); op != nil {
+	if g.o.Operations != nil && target.Under {
+		if op := g.o.Operations(target); op != nil {
 			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
 			return nil
 		}
