@@ -47,7 +47,7 @@ const medplumInstallStamp = "node_modules/.fhirgate-lock-sha256"
 
 // needMedplumClient skips without npm (fails under CI), and otherwise installs the locked
 // packages into medplum/node_modules once per test process, unless the
-// installed tree came from the same package-lock.json.
+// installed tree came from the same package-lock.json and is all there.
 func needMedplumClient(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil {
@@ -72,7 +72,7 @@ func installMedplumPackages() error {
 	sum := sha256.Sum256(lock)
 	want := hex.EncodeToString(sum[:])
 	stamp := filepath.Join(medplumDir, medplumInstallStamp)
-	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == want && medplumLinesInstalled() {
 		return nil
 	}
 	// npm ci reinstalls from package-lock.json exactly; npm's own cache
@@ -85,6 +85,22 @@ func installMedplumPackages() error {
 		return fmt.Errorf("npm ci in internal/e2e/%s: %w\n%s", medplumDir, err, out)
 	}
 	return os.WriteFile(stamp, []byte(want), 0o644)
+}
+
+// medplumLinesInstalled reports whether every line's client and Node.js
+// binary are in node_modules.
+func medplumLinesInstalled() bool {
+	for _, line := range medplumLines {
+		for _, path := range []string{
+			filepath.Join(medplumDir, "node_modules", line.core, "package.json"),
+			filepath.Join(medplumDir, "node_modules", line.node, "bin", "node"),
+		} {
+			if _, err := os.Stat(path); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // lockedVersion is the version package-lock.json pins for an installed
