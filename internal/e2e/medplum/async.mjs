@@ -2,8 +2,7 @@
 // pollStatusOnAccepted: the gateway answers 202 with a Content-Location, and
 // the client polls the AsyncJob there until the run has ended.
 import assert from 'node:assert/strict';
-import { ContentType } from '@medplum/core';
-import { env, exchanged, run, wire } from './lib.mjs';
+import { ContentType, env, exchanged, run, wire } from './lib.mjs';
 
 const id = env('ECHO_BOT_ID');
 const { medplum, calls } = await exchanged(env('CLIENT_ID'));

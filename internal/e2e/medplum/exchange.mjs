@@ -2,8 +2,7 @@
 // exchange at /oauth2/token, then /auth/me, resolving to the profile, for a
 // client that matches users by email and one that matches by subject.
 import assert from 'node:assert/strict';
-import { ContentType } from '@medplum/core';
-import { env, newClient, run, wire } from './lib.mjs';
+import { ContentType, env, newClient, run, wire } from './lib.mjs';
 
 const [profileType, profileId] = env('EXPECT_PROFILE').split('/');
 const project = env('EXPECT_PROJECT');

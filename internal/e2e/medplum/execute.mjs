@@ -3,8 +3,7 @@
 // client parses JSON answers and returns every other answer as text, so this
 // checks both what the bot received and what the client made of the reply.
 import assert from 'node:assert/strict';
-import { ContentType } from '@medplum/core';
-import { env, exchanged, identifier, run, wire } from './lib.mjs';
+import { ContentType, env, exchanged, identifier, run, wire } from './lib.mjs';
 
 const hl7 =
   'MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20240101120000||ADT^A01|MSG00001|P|2.5.1\r' +

@@ -2,8 +2,7 @@
 // MedplumClient.executeBot with an HL7 v2 message: the client gets the ACK
 // as text, and Medplum's own parser reads it.
 import assert from 'node:assert/strict';
-import { ContentType, Hl7Message } from '@medplum/core';
-import { env, exchanged, identifier, run, wire } from './lib.mjs';
+import { ContentType, Hl7Message, env, exchanged, identifier, run, wire } from './lib.mjs';
 
 const adt = (pid) =>
   'MSH|^~\\&|EPIC|HOSP|LAB|HOSP|20240101120000||ADT^A01|MSG00042|P|2.5.1\r' + pid + '\rPV1|1|I|ICU^101^A';

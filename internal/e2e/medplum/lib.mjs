@@ -2,7 +2,35 @@
 // (set by medplum_interop_test.go), a MedplumClient whose fetch records what
 // crossed the wire, and a runner that reports every check and exits non-zero
 // when any failed. Nothing here prints tokens or request bodies.
-import { MedplumClient, OperationOutcomeError } from '@medplum/core';
+//
+// The @medplum/core line under test is the installed package named by
+// MEDPLUM_CORE_PACKAGE ("@medplum/core" is the 5.x line, "medplum-core-4" an
+// npm alias of the 4.x line); the scripts take the client's exports from
+// here so that the same checks run against either line.
+import { readFileSync } from 'node:fs';
+
+const corePackage = process.env.MEDPLUM_CORE_PACKAGE || '@medplum/core';
+const core = await import(corePackage);
+export const { MedplumClient, OperationOutcomeError, ContentType, Hl7Message, ClientStorage, MemoryStorage } = core;
+
+/** coreVersion is the installed version of the @medplum/core line under test. */
+export const coreVersion = JSON.parse(
+  readFileSync(new URL(`./node_modules/${corePackage}/package.json`, import.meta.url), 'utf8')
+).version;
+
+// Refuse to run on another line or Node than the test asked for, so that a
+// wrong install cannot pass for the line it replaced.
+for (const [name, got] of [
+  ['EXPECT_CORE_VERSION', coreVersion],
+  ['EXPECT_NODE_VERSION', process.versions.node],
+]) {
+  const want = process.env[name];
+  if (want && want !== got) {
+    console.log(`FAIL - ${name}: want ${want}, running ${got}`);
+    process.exit(1);
+  }
+}
+console.log(`# @medplum/core ${coreVersion} on Node ${process.versions.node}`);
 
 /** env returns a required environment variable. */
 export function env(name) {
@@ -22,7 +50,8 @@ export function identifier(systemAndValue) {
 /**
  * newClient builds a MedplumClient for the gateway, as an application would,
  * with a fetch that records each exchange so checks can look at the wire
- * (the client turns many server answers into the same generic error).
+ * (the client turns many server answers into the same generic error), and an
+ * in-memory storage the caller can reach.
  */
 export function newClient(clientId) {
   const calls = [];
@@ -39,8 +68,11 @@ export function newClient(clientId) {
     });
     return response;
   };
-  const medplum = new MedplumClient({ baseUrl: env('FHIRGATE_URL'), clientId, fetch: recordingFetch });
-  return { medplum, calls };
+  // The client keeps its login in this storage, where a check can put a
+  // token the server will reject, as a revoked one would be.
+  const storage = new ClientStorage(new MemoryStorage());
+  const medplum = new MedplumClient({ baseUrl: env('FHIRGATE_URL'), clientId, fetch: recordingFetch, storage });
+  return { medplum, calls, storage };
 }
 
 /** exchanged returns a client signed in through exchangeExternalAccessToken. */
