@@ -1,0 +1,410 @@
+// Package pgkv implements [store.KV] on PostgreSQL, so that several gateway
+// replicas can share one store. Every rule of the KV contract holds as on
+// the embedded Badger store (the same conformance suite, kvtest, runs
+// against both):
+//
+//   - View runs in a REPEATABLE READ READ ONLY transaction: one snapshot,
+//     taken at its first statement.
+//   - Update runs in a SERIALIZABLE transaction. A serialization failure
+//     (SQLSTATE 40001) or a deadlock (40P01) runs fn again, a bounded
+//     number of times with jittered backoff; after that the error wraps
+//     [store.ErrConflict].
+//   - A nil Update is durable: every connection runs with
+//     synchronous_commit on, whatever the server's default.
+//   - Keys with a TTL carry expires_at; reads filter them out as soon as it
+//     has passed (by the server's clock, so replicas agree), and a
+//     background sweeper deletes them in batches.
+//   - Scan reads `key >= prefix AND key < successor(prefix)` (no upper bound
+//     for an empty or all-0xff prefix) in bytea order, which is byte order,
+//     in pages, so fn may use the transaction while it runs.
+//
+// # Schema
+//
+// One table, fhirgate_kv (key bytea primary key, value bytea not null,
+// expires_at timestamptz null), in the first schema of the connection's
+// search_path. [Open] creates and migrates it, recording each applied
+// version in fhirgate_schema_migrations, under a transaction-scoped
+// advisory lock so that replicas starting at once apply each migration
+// exactly once. A database migrated by a newer release is refused.
+//
+// # Usage
+//
+//	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: os.Getenv("FHIRGATE_POSTGRES_DSN")})
+//	if err != nil { ... }
+//	defer kv.Close()
+//	s := store.New(kv, store.Options{})
+//
+// The package is not a Caddy module; nothing in the gateway opens it yet.
+package pgkv
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// Options configures [Open]. The zero value (plus DSN) gives the defaults.
+type Options struct {
+	// DSN is the PostgreSQL connection string, a URL
+	// (postgres://user:password@host:5432/db?sslmode=require) or
+	// key=value pairs; required. It is never logged.
+	DSN string
+	// MaxConns bounds the connections of the pool. 0 means
+	// DefaultMaxConns.
+	MaxConns int32
+	// SweepInterval is how often expired keys are deleted. They are
+	// invisible from the instant they expire; sweeping only gives the
+	// space back. 0 means DefaultSweepInterval; negative turns the sweeper
+	// off.
+	SweepInterval time.Duration
+	// Logger receives the sweeper's failures; nil discards them.
+	Logger *zap.Logger
+}
+
+// DefaultMaxConns is the pool size when Options.MaxConns is 0.
+const DefaultMaxConns = 16
+
+// DefaultSweepInterval is how often expired keys are deleted when
+// Options.SweepInterval is 0.
+const DefaultSweepInterval = time.Minute
+
+// KV is the PostgreSQL [store.KV].
+type KV struct {
+	pool   *pgxpool.Pool
+	logger *zap.Logger
+
+	// The sweeper, stopped by Close: cancel interrupts a running pass.
+	cancel     context.CancelFunc
+	loops      sync.WaitGroup
+	sweepEvery time.Duration
+	sweeps     atomic.Int64 // passes run, for tests
+
+	closeOnce sync.Once
+}
+
+// Open connects to PostgreSQL, creates or migrates the schema and starts
+// the sweeper.
+func Open(ctx context.Context, o Options) (*KV, error) {
+	if o.DSN == "" {
+		return nil, errors.New("opening PostgreSQL storage: a DSN is required")
+	}
+	cfg, err := pgxpool.ParseConfig(o.DSN)
+	if err != nil {
+		// pgconn redacts the password in its parse errors.
+		return nil, fmt.Errorf("parsing the PostgreSQL DSN: %w", err)
+	}
+	cfg.MaxConns = cmp.Or(o.MaxConns, DefaultMaxConns)
+	// A nil Update means durable: never let a server or role default of
+	// synchronous_commit = off acknowledge a commit before its WAL is
+	// flushed.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "fhirgate"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening PostgreSQL storage: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	k := &KV{pool: pool, logger: cmp.Or(o.Logger, zap.NewNop()), cancel: cancel}
+	if k.sweepEvery = max(cmp.Or(o.SweepInterval, DefaultSweepInterval), 0); k.sweepEvery > 0 {
+		k.loops.Add(1)
+		go k.sweepLoop(loopCtx)
+	}
+	return k, nil
+}
+
+// maxUpdateAttempts bounds the runs of a conflicting transaction; beyond it
+// the contention is pathological and the caller gets ErrConflict.
+const maxUpdateAttempts = 10
+
+// rollbackTimeout bounds the rollback of a transaction whose context is
+// done.
+const rollbackTimeout = 5 * time.Second
+
+// View runs fn in a read-only snapshot transaction.
+func (k *KV) View(ctx context.Context, fn func(store.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return err
+}
+
+// Update runs fn in a serializable transaction, running it again on
+// serialization failures and deadlocks.
+func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		retry, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+		if !retry {
+			return err
+		}
+		if attempt == maxUpdateAttempts {
+			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts: %w", store.ErrConflict, attempt, err)
+		}
+		// Jitter so that the same set of racing writers does not collide
+		// again in lockstep.
+		backoff := time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond)))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// run runs fn in one transaction and commits it if fn returns nil. retry
+// reports a serialization failure or deadlock anywhere in the transaction,
+// even one that fn swallowed: PostgreSQL has aborted the transaction then,
+// so it cannot have committed.
+func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) error) (retry bool, err error) {
+	tx, err := k.pool.BeginTx(ctx, opts)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return false, ctxErr
+		}
+		return retryable(err), fmt.Errorf("beginning a PostgreSQL transaction: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			// Also on a panic in fn: the connection goes back to the pool
+			// clean.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+		}
+	}()
+	t := &txn{ctx: ctx, tx: tx}
+	if err := fn(t); err != nil {
+		return retryable(err) || retryable(t.failed), err
+	}
+	done = true
+	if err := tx.Commit(ctx); err != nil {
+		cause := err
+		if t.failed != nil {
+			// fn swallowed a failed statement; Commit only says
+			// "rolled back".
+			cause = t.failed
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && !retryable(cause) {
+			return false, ctxErr
+		}
+		return retryable(cause), fmt.Errorf("committing a PostgreSQL transaction: %w", cause)
+	}
+	return false, nil
+}
+
+// retryable reports a serialization failure or a deadlock, after which the
+// whole transaction may succeed when run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "40001", // serialization_failure
+		"40P01": // deadlock_detected
+		return true
+	}
+	return false
+}
+
+// Close stops the sweeper and closes the pool. Calling it again does
+// nothing.
+func (k *KV) Close() error {
+	k.closeOnce.Do(func() {
+		k.cancel()
+		k.loops.Wait()
+		k.pool.Close()
+	})
+	return nil
+}
+
+// txn is one transaction. failed keeps the first error PostgreSQL
+// returned, which aborts the transaction whatever fn does with it.
+type txn struct {
+	ctx    context.Context
+	tx     pgx.Tx
+	failed error
+}
+
+func (t *txn) fail(err error) {
+	if t.failed == nil {
+		t.failed = err
+	}
+}
+
+// live is the condition that hides expired rows. now() is the
+// transaction's start time, so every read of one transaction agrees on
+// what has expired.
+const live = `(expires_at IS NULL OR expires_at > now())`
+
+func (t *txn) Get(key []byte) ([]byte, error) {
+	var v []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT value FROM fhirgate_kv WHERE key = $1 AND `+live, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("reading key %q: %w", key, err)
+	}
+	// pgx scans bytea into a new slice: the caller owns v.
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+func (t *txn) Set(key, value []byte, ttl time.Duration) error {
+	if value == nil {
+		// pgx sends a nil slice as NULL; an empty value is a value.
+		value = []byte{}
+	}
+	var err error
+	if ttl > 0 {
+		_, err = t.tx.Exec(t.ctx, `INSERT INTO fhirgate_kv (key, value, expires_at)
+VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond')
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
+			key, value, ttl.Microseconds())
+	} else {
+		_, err = t.tx.Exec(t.ctx, `INSERT INTO fhirgate_kv (key, value, expires_at) VALUES ($1, $2, NULL)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = NULL`, key, value)
+	}
+	if err != nil {
+		t.fail(err)
+		return fmt.Errorf("writing key %q: %w", key, err)
+	}
+	return nil
+}
+
+func (t *txn) Delete(key []byte) error {
+	if _, err := t.tx.Exec(t.ctx, `DELETE FROM fhirgate_kv WHERE key = $1`, key); err != nil {
+		t.fail(err)
+		return fmt.Errorf("deleting key %q: %w", key, err)
+	}
+	return nil
+}
+
+// Scan pages: the first page is small because most scans stop early
+// (lookups through an index, lists with a limit), later ones grow.
+const (
+	firstScanPage = 32
+	maxScanPage   = 1024
+)
+
+type kvPair struct{ key, value []byte }
+
+func (t *txn) Scan(prefix []byte, reverse bool, fn func(key, value []byte) error) error {
+	upper := prefixSuccessor(prefix)
+	var after []byte // the last key handed to fn
+	for page := firstScanPage; ; page = min(2*page, maxScanPage) {
+		// Read a whole page before calling fn: the connection is busy
+		// while rows are open, and fn may use the transaction.
+		pairs, err := t.scanPage(prefix, upper, after, reverse, page)
+		if err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			if err := fn(p.key, p.value); err != nil {
+				if errors.Is(err, store.ErrStopScan) {
+					return nil
+				}
+				return err
+			}
+		}
+		if len(pairs) < page {
+			return nil
+		}
+		after = pairs[len(pairs)-1].key
+	}
+}
+
+func (t *txn) scanPage(prefix, upper, after []byte, reverse bool, limit int) ([]kvPair, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT key, value FROM fhirgate_kv WHERE key >= $1 AND ` + live)
+	args := []any{prefix}
+	if upper != nil {
+		args = append(args, upper)
+		fmt.Fprintf(&q, ` AND key < $%d`, len(args))
+	}
+	if after != nil {
+		args = append(args, after)
+		if reverse {
+			fmt.Fprintf(&q, ` AND key < $%d`, len(args))
+		} else {
+			fmt.Fprintf(&q, ` AND key > $%d`, len(args))
+		}
+	}
+	if reverse {
+		q.WriteString(` ORDER BY key DESC`)
+	} else {
+		q.WriteString(` ORDER BY key`)
+	}
+	args = append(args, limit)
+	fmt.Fprintf(&q, ` LIMIT $%d`, len(args))
+
+	rows, err := t.tx.Query(t.ctx, q.String(), args...)
+	if err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	pairs := make([]kvPair, 0, limit)
+	for rows.Next() {
+		var p kvPair
+		// pgx scans bytea into new slices, so fn may keep them.
+		if err := rows.Scan(&p.key, &p.value); err != nil {
+			t.fail(err)
+			return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
+		}
+		if p.value == nil {
+			p.value = []byte{}
+		}
+		pairs = append(pairs, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
+	}
+	return pairs, nil
+}
+
+// prefixSuccessor returns the smallest key greater than all keys starting
+// with prefix, or nil when there is none (empty or all-0xff prefix).
+func prefixSuccessor(prefix []byte) []byte {
+	up := append([]byte(nil), prefix...)
+	for i := len(up) - 1; i >= 0; i-- {
+		if up[i] < 0xff {
+			up[i]++
+			return up[:i+1]
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var _ store.KV = (*KV)(nil)
