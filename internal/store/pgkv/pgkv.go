@@ -132,8 +132,16 @@ func Open(ctx context.Context, o Options) (*KV, error) {
 }
 
 // maxUpdateAttempts bounds the runs of a conflicting transaction; beyond it
-// the contention is pathological and the caller gets ErrConflict.
-const maxUpdateAttempts = 10
+// the contention is pathological and the caller gets ErrConflict. It is
+// higher than Badger's 10: a PostgreSQL transaction takes a round trip per
+// statement, so racing writers overlap longer, and SSI also fails
+// transactions that merely read an index page another one wrote (16
+// writers of one project's usage counter exhausted 10 attempts,
+// store's TestBotRecordUsageIsExactUnderConcurrentWriters).
+const maxUpdateAttempts = 30
+
+// maxBackoff caps the exponential backoff between attempts.
+const maxBackoff = 200 * time.Millisecond
 
 // rollbackTimeout bounds the rollback of a transaction whose context is
 // done.
@@ -162,9 +170,10 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 		if attempt == maxUpdateAttempts {
 			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts: %w", store.ErrConflict, attempt, err)
 		}
-		// Jitter so that the same set of racing writers does not collide
-		// again in lockstep.
-		backoff := time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond)))
+		// Exponential, fully jittered: the same set of racing writers
+		// spreads out instead of colliding again in lockstep.
+		ceiling := min(time.Millisecond<<min(attempt, 16), maxBackoff)
+		backoff := time.Duration(rand.Int64N(int64(ceiling)))
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
