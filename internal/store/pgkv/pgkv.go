@@ -8,7 +8,9 @@
 //   - Update runs in a SERIALIZABLE transaction. A serialization failure
 //     (SQLSTATE 40001) or a deadlock (40P01) runs fn again, a bounded
 //     number of times with jittered backoff; after that the error wraps
-//     [store.ErrConflict].
+//     [store.ErrConflict]. An Update that cannot reach the server (no
+//     connection, a connection lost, a server shutting down) wraps
+//     [store.ErrUnwritable], which the gateway answers with 503.
 //   - A nil Update is durable: every connection runs with
 //     synchronous_commit on, whatever the server's default.
 //   - Keys with a TTL carry expires_at; reads filter them out as soon as it
@@ -42,7 +44,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,6 +169,12 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 		}
 		retry, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
 		if !retry {
+			if err != nil && ctx.Err() == nil && unreachable(err) {
+				// The gateway answers 503 with Retry-After, as for a full
+				// disk under Badger. A commit cut off by the connection loss
+				// may or may not have been applied.
+				return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
+			}
 			return err
 		}
 		if attempt == maxUpdateAttempts {
@@ -190,6 +200,13 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 // so it cannot have committed.
 func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) error) (retry bool, err error) {
 	tx, err := k.pool.BeginTx(ctx, opts)
+	// A pooled connection the server has dropped (a restart, a proxy's idle
+	// timeout) fails before anything is sent; the pool discards it, so
+	// take another rather than fail the caller. A server that is really
+	// down fails to connect, which is not safe-to-retry, and ends this.
+	for stale := 0; err != nil && pgconn.SafeToRetry(err) && ctx.Err() == nil && stale < int(k.pool.Config().MaxConns); stale++ {
+		tx, err = k.pool.BeginTx(ctx, opts)
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return false, ctxErr
@@ -239,6 +256,31 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// unreachable reports an error that says the server cannot take the
+// transaction right now, rather than anything about the transaction: no
+// connection, a connection lost, a server shutting down or starting up, out
+// of connections or disk, or a read-only standby.
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection_exception
+			strings.HasPrefix(pgErr.Code, "53"), // insufficient_resources
+			pgErr.Code == "57P01",               // admin_shutdown
+			pgErr.Code == "57P02",               // crash_shutdown
+			pgErr.Code == "57P03",               // cannot_connect_now
+			pgErr.Code == "25006":               // read_only_sql_transaction
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // Close stops the sweeper and closes the pool. Calling it again does
