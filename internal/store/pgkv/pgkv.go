@@ -74,6 +74,13 @@ type Options struct {
 	// space back. 0 means DefaultSweepInterval; negative turns the sweeper
 	// off.
 	SweepInterval time.Duration
+	// Timeout bounds each transaction attempt, from BEGIN to COMMIT, so
+	// that a hung query (a lost network path, a lock held by a stuck
+	// session) cannot hold a request forever; an Update that runs out of
+	// it fails with an error wrapping store.ErrUnwritable. 0 means
+	// DefaultTimeout; negative means no bound beyond the caller's
+	// context.
+	Timeout time.Duration
 	// Logger receives the sweeper's failures; nil discards them.
 	Logger *zap.Logger
 }
@@ -81,14 +88,20 @@ type Options struct {
 // DefaultMaxConns is the pool size when Options.MaxConns is 0.
 const DefaultMaxConns = 16
 
+// DefaultTimeout bounds a transaction attempt when Options.Timeout is 0.
+// Generous: the longest legitimate transactions (a declared config's batch,
+// a scan of every user) take well under a second.
+const DefaultTimeout = 15 * time.Second
+
 // DefaultSweepInterval is how often expired keys are deleted when
 // Options.SweepInterval is 0.
 const DefaultSweepInterval = time.Minute
 
 // KV is the PostgreSQL [store.KV].
 type KV struct {
-	pool   *pgxpool.Pool
-	logger *zap.Logger
+	pool    *pgxpool.Pool
+	logger  *zap.Logger
+	timeout time.Duration // per transaction attempt; 0 = none
 
 	// The sweeper, stopped by Close: cancel interrupts a running pass.
 	cancel     context.CancelFunc
@@ -127,7 +140,12 @@ func Open(ctx context.Context, o Options) (*KV, error) {
 		return nil, err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
-	k := &KV{pool: pool, logger: cmp.Or(o.Logger, zap.NewNop()), cancel: cancel}
+	k := &KV{
+		pool:    pool,
+		logger:  cmp.Or(o.Logger, zap.NewNop()),
+		timeout: max(cmp.Or(o.Timeout, DefaultTimeout), 0),
+		cancel:  cancel,
+	}
 	if k.sweepEvery = max(cmp.Or(o.SweepInterval, DefaultSweepInterval), 0); k.sweepEvery > 0 {
 		k.loops.Add(1)
 		go k.sweepLoop(loopCtx)
@@ -172,7 +190,8 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 			if err != nil && ctx.Err() == nil && unreachable(err) {
 				// The gateway answers 503 with Retry-After, as for a full
 				// disk under Badger. A commit cut off by the connection loss
-				// may or may not have been applied.
+				// or the timeout may or may not have been applied. (The
+				// caller's own deadline has passed only if ctx.Err is set.)
 				return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
 			}
 			return err
@@ -199,6 +218,14 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 // even one that fn swallowed: PostgreSQL has aborted the transaction then,
 // so it cannot have committed.
 func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) error) (retry bool, err error) {
+	// The caller's ctx decides what is the caller's cancellation; the
+	// timeout's own expiry is reported as a store that cannot answer.
+	callerCtx := ctx
+	if k.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, k.timeout)
+		defer cancel()
+	}
 	tx, err := k.pool.BeginTx(ctx, opts)
 	// A pooled connection the server has dropped (a restart, a proxy's idle
 	// timeout) fails before anything is sent; the pool discards it, so
@@ -208,7 +235,7 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 		tx, err = k.pool.BeginTx(ctx, opts)
 	}
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
+		if ctxErr := callerCtx.Err(); ctxErr != nil {
 			return false, ctxErr
 		}
 		return retryable(err), fmt.Errorf("beginning a PostgreSQL transaction: %w", err)
@@ -218,7 +245,7 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 		if !done {
 			// Also on a panic in fn: the connection goes back to the pool
 			// clean.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), rollbackTimeout)
 			defer cancel()
 			_ = tx.Rollback(rctx)
 		}
@@ -235,7 +262,7 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 			// "rolled back".
 			cause = t.failed
 		}
-		if ctxErr := ctx.Err(); ctxErr != nil && !retryable(cause) {
+		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(cause) {
 			return false, ctxErr
 		}
 		return retryable(cause), fmt.Errorf("committing a PostgreSQL transaction: %w", cause)
@@ -260,8 +287,9 @@ func retryable(err error) bool {
 
 // unreachable reports an error that says the server cannot take the
 // transaction right now, rather than anything about the transaction: no
-// connection, a connection lost, a server shutting down or starting up, out
-// of connections or disk, or a read-only standby.
+// connection, a connection lost, no answer within the timeout, a server
+// shutting down or starting up, out of connections or disk, or a read-only
+// standby.
 func unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -276,6 +304,8 @@ func unreachable(err error) bool {
 		}
 		return false
 	}
+	// net.Error covers failed dials, broken sockets and timeouts, the
+	// Timeout option's context.DeadlineExceeded among them.
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||

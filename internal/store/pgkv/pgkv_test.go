@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -387,4 +388,67 @@ func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 	if err != nil || string(got) != "after" {
 		t.Fatalf("k = %q, %v", got, err)
 	}
+}
+
+// TestHungTransactionIsBounded: a write stuck behind a lock that a stuck
+// session holds gives up after Options.Timeout with ErrUnwritable (the
+// gateway's 503) instead of holding its request forever; the caller's own
+// cancellation stays context.Canceled.
+func TestHungTransactionIsBounded(t *testing.T) {
+	t.Parallel()
+	dsn := pgkvtest.DSN(t)
+	kv := openKV(t, Options{DSN: dsn, Timeout: 300 * time.Millisecond})
+	ctx := context.Background()
+	write := func(ctx context.Context) error {
+		return kv.Update(ctx, func(tx store.Txn) error { return tx.Set([]byte("k"), []byte("v"), 0) })
+	}
+	if err := write(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	stuck, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close(ctx)
+	if _, err := stuck.Exec(ctx, `BEGIN; LOCK TABLE fhirgate_kv IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = write(ctx)
+	// The bound the contract states: a request is not held beyond the
+	// timeout (plus generous slack for a loaded machine).
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Fatalf("the hung write returned after %v", elapsed)
+	}
+	if !errors.Is(err, store.ErrUnwritable) {
+		t.Fatalf("hung write = %v, want ErrUnwritable", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := write(cctx); !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrUnwritable) {
+		t.Fatalf("write canceled by its caller = %v, want context.Canceled", err)
+	}
+
+	if _, err := stuck.Exec(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(ctx); err != nil {
+		t.Fatalf("write after the lock was released: %v", err)
+	}
+
+	// Waiting for a pooled connection counts too.
+	one := openKV(t, Options{DSN: dsn, MaxConns: 1, Timeout: 300 * time.Millisecond})
+	holding, release := make(chan struct{}), make(chan struct{})
+	viewDone := make(chan error)
+	go func() {
+		viewDone <- one.View(ctx, func(store.Txn) error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	err = one.Update(ctx, func(tx store.Txn) error { return tx.Set([]byte("k"), []byte("w"), 0) })
+	close(release)
+	if !errors.Is(err, store.ErrUnwritable) {
+		t.Fatalf("write waiting for the only connection = %v, want ErrUnwritable", err)
+	}
+	<-viewDone // it held its connection past the timeout, so it failed too
 }
