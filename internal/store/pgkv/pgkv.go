@@ -9,8 +9,9 @@
 //     (SQLSTATE 40001) or a deadlock (40P01) runs fn again, a bounded
 //     number of times with jittered backoff; after that the error wraps
 //     [store.ErrConflict]. An Update that cannot reach the server (no
-//     connection, a connection lost, a server shutting down) wraps
-//     [store.ErrUnwritable], which the gateway answers with 503.
+//     connection, a connection lost, a server shutting down, no answer
+//     within Options.Timeout) wraps [store.ErrUnwritable], which the
+//     gateway answers with 503.
 //   - A nil Update is durable: every connection runs with
 //     synchronous_commit on, whatever the server's default.
 //   - Keys with a TTL carry expires_at; reads filter them out as soon as it
@@ -226,36 +227,41 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 		ctx, cancel = context.WithTimeout(ctx, k.timeout)
 		defer cancel()
 	}
-	tx, err := k.pool.BeginTx(ctx, opts)
-	// A pooled connection the server has dropped (a restart, a proxy's idle
-	// timeout) fails before anything is sent; the pool discards it, so
-	// take another rather than fail the caller. A server that is really
-	// down fails to connect, which is not safe-to-retry, and ends this.
-	for stale := 0; err != nil && pgconn.SafeToRetry(err) && ctx.Err() == nil && stale < int(k.pool.Config().MaxConns); stale++ {
-		tx, err = k.pool.BeginTx(ctx, opts)
-	}
+	conn, err := k.pool.Acquire(ctx)
 	if err != nil {
 		if ctxErr := callerCtx.Err(); ctxErr != nil {
 			return false, ctxErr
 		}
-		return retryable(err), fmt.Errorf("beginning a PostgreSQL transaction: %w", err)
+		return false, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	done := false
+	t := &txn{ctx: ctx, pool: k.pool, conn: conn, opts: opts}
 	defer func() {
-		if !done {
-			// Also on a panic in fn: the connection goes back to the pool
-			// clean.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), rollbackTimeout)
-			defer cancel()
-			_ = tx.Rollback(rctx)
+		if t.conn != nil {
+			t.conn.Release()
 		}
 	}()
-	t := &txn{ctx: ctx, tx: tx}
+	done := false
+	defer func() {
+		if !done && t.tx != nil {
+			// Also on a panic in fn: the connection goes back to the pool
+			// clean (or is closed and dropped by it).
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), rollbackTimeout)
+			defer cancel()
+			_ = t.tx.Rollback(rctx)
+		}
+	}()
 	if err := fn(t); err != nil {
+		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
+			return false, errors.Join(ctxErr, err)
+		}
 		return retryable(err) || retryable(t.failed), err
 	}
 	done = true
-	if err := tx.Commit(ctx); err != nil {
+	if t.tx == nil {
+		// fn ran no statement: there is no transaction to commit.
+		return false, nil
+	}
+	if err := t.tx.Commit(ctx); err != nil {
 		cause := err
 		if t.failed != nil {
 			// fn swallowed a failed statement; Commit only says
@@ -328,8 +334,65 @@ func (k *KV) Close() error {
 // returned, which aborts the transaction whatever fn does with it.
 type txn struct {
 	ctx    context.Context
-	tx     pgx.Tx
+	pool   *pgxpool.Pool
+	conn   *pgxpool.Conn
+	opts   pgx.TxOptions
+	tx     pgx.Tx // begun by the first statement, nil before
 	failed error
+	// connErr is why conn is nil: it was lost and no other could be had.
+	connErr error
+}
+
+// query runs one statement of the transaction and hands its rows to read
+// (nil: the rows are discarded). The first statement also begins the
+// transaction, in the same round trip (pgx's Batch.BeginTx), so a View
+// that reads one key costs two round trips (BEGIN and SELECT, then
+// COMMIT) instead of three.
+func (t *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
+	if read == nil {
+		read = func(pgx.Rows) error { return nil }
+	}
+	if t.conn == nil {
+		return t.connErr
+	}
+	if t.tx != nil {
+		rows, err := t.tx.Query(t.ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		err = read(rows)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		return rows.Err()
+	}
+	for stale := 0; ; stale++ {
+		b := &pgx.Batch{}
+		b.BeginTx(t.opts)
+		b.Queue(sql, args...).Query(read)
+		br := t.conn.SendBatch(t.ctx, b)
+		err := br.Close()
+		lost := pgconn.SafeToRetry(err) || t.conn.Conn().IsClosed()
+		if err == nil || !lost || t.ctx.Err() != nil || stale >= int(t.pool.Config().MaxConns) {
+			t.tx = br.Tx()
+			return err
+		}
+		// A pooled connection the server has dropped (a restart, a
+		// proxy's idle timeout): nothing of this batch can have been
+		// committed, as it begins the transaction. The pool drops the
+		// connection on release; take another rather than fail the
+		// caller. A server that is really down fails to connect, which
+		// ends this.
+		t.conn.Release()
+		c, aerr := t.pool.Acquire(t.ctx)
+		if aerr != nil {
+			t.conn = nil
+			t.connErr = fmt.Errorf("%w (reconnecting: %w)", err, aerr)
+			return t.connErr
+		}
+		t.conn = c
+	}
 }
 
 func (t *txn) fail(err error) {
@@ -345,15 +408,22 @@ const live = `(expires_at IS NULL OR expires_at > now())`
 
 func (t *txn) Get(key []byte) ([]byte, error) {
 	var v []byte
-	err := t.tx.QueryRow(t.ctx, `SELECT value FROM fhirgate_kv WHERE key = $1 AND `+live, key).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.ErrNotFound
-	}
+	found := false
+	err := t.query(`SELECT value FROM fhirgate_kv WHERE key = $1 AND `+live, []any{key}, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return nil
+		}
+		found = true
+		// pgx scans bytea into a new slice: the caller owns v.
+		return rows.Scan(&v)
+	})
 	if err != nil {
 		t.fail(err)
 		return nil, fmt.Errorf("reading key %q: %w", key, err)
 	}
-	// pgx scans bytea into a new slice: the caller owns v.
+	if !found {
+		return nil, store.ErrNotFound
+	}
 	if v == nil {
 		v = []byte{}
 	}
@@ -367,13 +437,13 @@ func (t *txn) Set(key, value []byte, ttl time.Duration) error {
 	}
 	var err error
 	if ttl > 0 {
-		_, err = t.tx.Exec(t.ctx, `INSERT INTO fhirgate_kv (key, value, expires_at)
+		err = t.query(`INSERT INTO fhirgate_kv (key, value, expires_at)
 VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond')
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
-			key, value, ttl.Microseconds())
+			[]any{key, value, ttl.Microseconds()}, nil)
 	} else {
-		_, err = t.tx.Exec(t.ctx, `INSERT INTO fhirgate_kv (key, value, expires_at) VALUES ($1, $2, NULL)
-ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = NULL`, key, value)
+		err = t.query(`INSERT INTO fhirgate_kv (key, value, expires_at) VALUES ($1, $2, NULL)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = NULL`, []any{key, value}, nil)
 	}
 	if err != nil {
 		t.fail(err)
@@ -383,7 +453,7 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = NULL`, key,
 }
 
 func (t *txn) Delete(key []byte) error {
-	if _, err := t.tx.Exec(t.ctx, `DELETE FROM fhirgate_kv WHERE key = $1`, key); err != nil {
+	if err := t.query(`DELETE FROM fhirgate_kv WHERE key = $1`, []any{key}, nil); err != nil {
 		t.fail(err)
 		return fmt.Errorf("deleting key %q: %w", key, err)
 	}
@@ -448,26 +518,23 @@ func (t *txn) scanPage(prefix, upper, after []byte, reverse bool, limit int) ([]
 	args = append(args, limit)
 	fmt.Fprintf(&q, ` LIMIT $%d`, len(args))
 
-	rows, err := t.tx.Query(t.ctx, q.String(), args...)
+	var pairs []kvPair
+	err := t.query(q.String(), args, func(rows pgx.Rows) error {
+		pairs = make([]kvPair, 0, limit)
+		for rows.Next() {
+			var p kvPair
+			// pgx scans bytea into new slices, so fn may keep them.
+			if err := rows.Scan(&p.key, &p.value); err != nil {
+				return err
+			}
+			if p.value == nil {
+				p.value = []byte{}
+			}
+			pairs = append(pairs, p)
+		}
+		return rows.Err()
+	})
 	if err != nil {
-		t.fail(err)
-		return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
-	}
-	defer rows.Close()
-	pairs := make([]kvPair, 0, limit)
-	for rows.Next() {
-		var p kvPair
-		// pgx scans bytea into new slices, so fn may keep them.
-		if err := rows.Scan(&p.key, &p.value); err != nil {
-			t.fail(err)
-			return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
-		}
-		if p.value == nil {
-			p.value = []byte{}
-		}
-		pairs = append(pairs, p)
-	}
-	if err := rows.Err(); err != nil {
 		t.fail(err)
 		return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
 	}

@@ -196,7 +196,7 @@ func TestSynchronousCommitIsOn(t *testing.T) {
 	kv := openKV(t, Options{DSN: off})
 	var got []byte
 	err := kv.View(context.Background(), func(tx store.Txn) error {
-		return tx.(*txn).tx.QueryRow(context.Background(), `SELECT convert_to(current_setting('synchronous_commit'), 'UTF8')`).Scan(&got)
+		return tx.(*txn).conn.QueryRow(context.Background(), `SELECT convert_to(current_setting('synchronous_commit'), 'UTF8')`).Scan(&got)
 	})
 	if err != nil || string(got) != "on" {
 		t.Fatalf("synchronous_commit = %q, %v; want on", got, err)
