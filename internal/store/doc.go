@@ -8,8 +8,9 @@
 //
 // [KV] and [Txn] are a deliberately narrow transactional interface: point
 // get/set/delete with optional TTL and ordered prefix scans. [Badger] is the
-// embedded implementation; a PostgreSQL implementation is planned so several
-// gateways can share state. Nothing above [KV] may assume Badger, or that this
+// embedded implementation; package pgkv implements it on PostgreSQL so
+// several gateways can share state, and package kvtest is the conformance
+// suite both pass. Nothing above [KV] may assume Badger, or that this
 // process is the only writer.
 //
 // # Resource layer

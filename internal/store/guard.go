@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// ErrUnwritable means the storage directory cannot take writes right now:
-// its filesystem is (nearly) full or read-only. Reads keep working.
+// ErrUnwritable means the storage cannot take writes right now: Badger's
+// filesystem is (nearly) full or read-only (reads keep working), or the
+// PostgreSQL server cannot be reached (package pgkv).
 var ErrUnwritable = errors.New("storage cannot take writes")
 
 // probeInterval is how long a successful write probe is trusted. Free

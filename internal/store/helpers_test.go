@@ -23,8 +23,17 @@ func openTestKV(t testing.TB) (*Badger, string) {
 	return kv, dir
 }
 
+// OpenTestStoreKV, when set, opens the KV under the stores newTestStore
+// makes, instead of Badger. postgres_test.go's TestMain sets it when
+// FHIRGATE_STORE_TEST_KV=postgres, so the resource layer's tests run on
+// PostgreSQL; tests of Badger itself use openTestKV and stay on Badger.
+var OpenTestStoreKV func(testing.TB) KV
+
 func newTestStore(t testing.TB) *Store {
 	t.Helper()
+	if OpenTestStoreKV != nil {
+		return New(OpenTestStoreKV(t), Options{})
+	}
 	kv, _ := openTestKV(t)
 	return New(kv, Options{})
 }

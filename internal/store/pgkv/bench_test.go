@@ -1,0 +1,78 @@
+package pgkv_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
+)
+
+// benchStores gives the same store on Badger and on PostgreSQL, so one
+// run compares them.
+func benchStores(b *testing.B) map[string]func(*testing.B) *store.Store {
+	return map[string]func(*testing.B) *store.Store{
+		"badger": func(b *testing.B) *store.Store { return storetest.Open(b) },
+		"postgres": func(b *testing.B) *store.Store {
+			kv, err := pgkv.Open(context.Background(), pgkv.Options{DSN: pgkvtest.DSN(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = kv.Close() })
+			return store.New(kv, store.Options{})
+		},
+	}
+}
+
+// BenchmarkCreateUser: concurrent durable creates (a record, its unique
+// email index and the checks that go with them).
+func BenchmarkCreateUser(b *testing.B) {
+	for _, name := range []string{"badger", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			s := benchStores(b)[name](b)
+			ctx := context.Background()
+			var n atomic.Int64
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					u := &store.User{Email: fmt.Sprintf("u%d@example.com", n.Add(1))}
+					if err := s.Create(ctx, u, store.PutOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkUserByEmail: the lookup behind every exchange.
+func BenchmarkUserByEmail(b *testing.B) {
+	for _, name := range []string{"badger", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			s := benchStores(b)[name](b)
+			ctx := context.Background()
+			const users = 200
+			for i := range users {
+				if err := s.Create(ctx, &store.User{Email: fmt.Sprintf("u%d@example.com", i)}, store.PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var n atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.UserByEmail(ctx, fmt.Sprintf("u%d@example.com", n.Add(1)%users)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

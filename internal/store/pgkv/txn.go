@@ -1,0 +1,242 @@
+package pgkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// txn is one transaction. failed keeps the first error PostgreSQL
+// returned, which aborts the transaction whatever fn does with it.
+type txn struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	conn   *pgxpool.Conn
+	opts   pgx.TxOptions
+	tx     pgx.Tx // begun by the first statement, nil before
+	failed error
+	// connErr is why conn is nil: it was lost and no other could be had.
+	connErr error
+}
+
+// query runs one statement of the transaction and hands its rows to read
+// (nil: the rows are discarded). The first statement also begins the
+// transaction, in the same round trip (pgx's Batch.BeginTx), so a View
+// that reads one key costs two round trips (BEGIN and SELECT, then
+// COMMIT) instead of three.
+func (t *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
+	if read == nil {
+		read = func(pgx.Rows) error { return nil }
+	}
+	if t.conn == nil {
+		return t.connErr
+	}
+	if t.tx != nil {
+		rows, err := t.tx.Query(t.ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		err = read(rows)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		return rows.Err()
+	}
+	for stale := 0; ; stale++ {
+		b := &pgx.Batch{}
+		b.BeginTx(t.opts)
+		b.Queue(sql, args...).Query(read)
+		br := t.conn.SendBatch(t.ctx, b)
+		err := br.Close()
+		lost := pgconn.SafeToRetry(err) || t.conn.Conn().IsClosed()
+		if err == nil || !lost || t.ctx.Err() != nil || stale >= int(t.pool.Config().MaxConns) {
+			t.tx = br.Tx()
+			return err
+		}
+		// A pooled connection the server has dropped (a restart, a
+		// proxy's idle timeout): nothing of this batch can have been
+		// committed, as it begins the transaction. The pool drops the
+		// connection on release; take another rather than fail the
+		// caller. A server that is really down fails to connect, which
+		// ends this.
+		t.conn.Release()
+		c, aerr := t.pool.Acquire(t.ctx)
+		if aerr != nil {
+			t.conn = nil
+			t.connErr = fmt.Errorf("%w (reconnecting: %w)", err, aerr)
+			return t.connErr
+		}
+		t.conn = c
+	}
+}
+
+func (t *txn) fail(err error) {
+	if t.failed == nil {
+		t.failed = err
+	}
+}
+
+// live is the condition that hides expired rows. now() is the
+// transaction's start time, so every read of one transaction agrees on
+// what has expired.
+const live = `(expires_at IS NULL OR expires_at > now())`
+
+func (t *txn) Get(key []byte) ([]byte, error) {
+	var v []byte
+	found := false
+	err := t.query(`SELECT value FROM fhirgate_kv WHERE key = $1 AND `+live, []any{key}, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return nil
+		}
+		found = true
+		// pgx scans bytea into a new slice: the caller owns v.
+		return rows.Scan(&v)
+	})
+	if err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("reading key %q: %w", key, err)
+	}
+	if !found {
+		return nil, store.ErrNotFound
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+func (t *txn) Set(key, value []byte, ttl time.Duration) error {
+	if value == nil {
+		// pgx sends a nil slice as NULL; an empty value is a value.
+		value = []byte{}
+	}
+	var err error
+	if ttl > 0 {
+		err = t.query(`INSERT INTO fhirgate_kv (key, value, expires_at)
+VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond')
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
+			[]any{key, value, ttl.Microseconds()}, nil)
+	} else {
+		err = t.query(`INSERT INTO fhirgate_kv (key, value, expires_at) VALUES ($1, $2, NULL)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = NULL`, []any{key, value}, nil)
+	}
+	if err != nil {
+		t.fail(err)
+		return fmt.Errorf("writing key %q: %w", key, err)
+	}
+	return nil
+}
+
+func (t *txn) Delete(key []byte) error {
+	if err := t.query(`DELETE FROM fhirgate_kv WHERE key = $1`, []any{key}, nil); err != nil {
+		t.fail(err)
+		return fmt.Errorf("deleting key %q: %w", key, err)
+	}
+	return nil
+}
+
+// Scan pages: the first page is small because most scans stop early
+// (lookups through an index, lists with a limit), later ones grow.
+const (
+	firstScanPage = 32
+	maxScanPage   = 1024
+)
+
+type kvPair struct{ key, value []byte }
+
+func (t *txn) Scan(prefix []byte, reverse bool, fn func(key, value []byte) error) error {
+	upper := prefixSuccessor(prefix)
+	var after []byte // the last key handed to fn
+	for page := firstScanPage; ; page = min(2*page, maxScanPage) {
+		// Read a whole page before calling fn: the connection is busy
+		// while rows are open, and fn may use the transaction.
+		pairs, err := t.scanPage(prefix, upper, after, reverse, page)
+		if err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			if err := fn(p.key, p.value); err != nil {
+				if errors.Is(err, store.ErrStopScan) {
+					return nil
+				}
+				return err
+			}
+		}
+		if len(pairs) < page {
+			return nil
+		}
+		after = pairs[len(pairs)-1].key
+	}
+}
+
+func (t *txn) scanPage(prefix, upper, after []byte, reverse bool, limit int) ([]kvPair, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT key, value FROM fhirgate_kv WHERE key >= $1 AND ` + live)
+	args := []any{prefix}
+	if upper != nil {
+		args = append(args, upper)
+		fmt.Fprintf(&q, ` AND key < $%d`, len(args))
+	}
+	if after != nil {
+		args = append(args, after)
+		if reverse {
+			fmt.Fprintf(&q, ` AND key < $%d`, len(args))
+		} else {
+			fmt.Fprintf(&q, ` AND key > $%d`, len(args))
+		}
+	}
+	if reverse {
+		q.WriteString(` ORDER BY key DESC`)
+	} else {
+		q.WriteString(` ORDER BY key`)
+	}
+	args = append(args, limit)
+	fmt.Fprintf(&q, ` LIMIT $%d`, len(args))
+
+	var pairs []kvPair
+	err := t.query(q.String(), args, func(rows pgx.Rows) error {
+		pairs = make([]kvPair, 0, limit)
+		for rows.Next() {
+			var p kvPair
+			// pgx scans bytea into new slices, so fn may keep them.
+			if err := rows.Scan(&p.key, &p.value); err != nil {
+				return err
+			}
+			if p.value == nil {
+				p.value = []byte{}
+			}
+			pairs = append(pairs, p)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.fail(err)
+		return nil, fmt.Errorf("scanning prefix %q: %w", prefix, err)
+	}
+	return pairs, nil
+}
+
+// prefixSuccessor returns the smallest key greater than all keys starting
+// with prefix, or nil when there is none (empty or all-0xff prefix).
+func prefixSuccessor(prefix []byte) []byte {
+	up := append([]byte(nil), prefix...)
+	for i := len(up) - 1; i >= 0; i-- {
+		if up[i] < 0xff {
+			up[i]++
+			return up[:i+1]
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var _ store.Txn = (*txn)(nil)
