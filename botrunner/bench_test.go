@@ -18,7 +18,8 @@ func BenchmarkRuntimeSetup(b *testing.B) {
 	req := &Request{Event: jsonEvent(b, `{"resourceType":"Patient","id":"1","name":[{"given":["A"],"family":"B"}]}`)}
 	b.ReportAllocs()
 	for b.Loop() {
-		x := newExecution(r, context.Background(), req, nil, time.Second)
+		x := newExecution(r, nil)
+		x.begin(context.Background(), req, time.Second)
 		x.rt = goja.New()
 		x.rt.SetMaxCallStackSize(maxCallStack)
 		x.installGlobals()
