@@ -142,6 +142,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Runner:         app.runner,
 		Compiler:       app.compiler,
 		FHIRBase:       fhirBase,
+		DefaultRuntime: app.BotDefaultRuntime,
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),

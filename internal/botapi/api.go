@@ -48,6 +48,10 @@ type Options struct {
 	Compiler deploy.Compiler
 	// FHIRBase is the FHIR API's path prefix, e.g. /fhir/R4.
 	FHIRBase string
+	// DefaultRuntime is the runtime of bots without a runtimeVersion
+	// (botrunner.RuntimeAWSLambda or RuntimeVMContext). Empty means
+	// botrunner.DefaultRuntime.
+	DefaultRuntime string
 	// MaxBody bounds $execute bodies in bytes; larger is 413. Zero means
 	// DefaultMaxBody.
 	MaxBody int64

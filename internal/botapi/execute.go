@@ -1,6 +1,7 @@
 package botapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		CacheKey:      key,
 		Code:          code,
 		Filename:      bot.ExecutableCode.Title,
+		Runtime:       cmp.Or(bot.RuntimeVersion, a.o.DefaultRuntime),
 		BotID:         bot.ID,
 		MaxConcurrent: bot.MaxConcurrent,
 		Project:       id.ProjectID,
