@@ -55,6 +55,7 @@ type execution struct {
 	handler  goja.Callable // the module's handler, once its top level has run
 	reusable bool          // the last run ended in a way that leaves the instance usable
 	lastUsed time.Time     // when it went idle; guarded by the instance pool's lock
+	pooled   bool          // handed out by the instance pool, which counts it as busy
 
 	core       *goja.Object // '@medplum/core' exports, built on first use
 	coreState  *lazyCore

@@ -38,6 +38,7 @@ type instancePool struct {
 	sets    map[string]*instanceSet // by instance key
 	current map[string]string       // bot key → the instance key of its newest version seen
 	total   int                     // idle instances in all sets
+	busy    int                     // instances taken by get and not yet back
 	reaping bool
 
 	created atomic.Int64 // instances whose module was loaded, for tests
@@ -100,6 +101,8 @@ func (p *instancePool) get(key, bot, code string) *execution {
 	set.idle[n-1] = nil
 	set.idle = set.idle[:n-1]
 	p.total--
+	p.busy++
+	x.pooled = true
 	if len(set.idle) == 0 {
 		delete(p.sets, key)
 	}
@@ -214,7 +217,34 @@ func (p *instancePool) reap() {
 	}
 }
 
-// idle is the number of idle instances kept, for tests.
+// back ends the run of x, which get may have handed out; put or drop follows.
+func (p *instancePool) back(x *execution) {
+	if !x.pooled {
+		return
+	}
+	x.pooled = false
+	p.mu.Lock()
+	p.busy--
+	p.mu.Unlock()
+}
+
+// held reports whether any warm instance with module state is kept, idle or running.
+func (p *instancePool) held() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total+p.busy > 0
+}
+
+// dropAll discards every idle instance.
+func (p *instancePool) dropAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key := range p.sets {
+		p.dropSet(key)
+	}
+}
+
+// idleCount is the number of idle instances kept.
 func (p *instancePool) idleCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -129,9 +129,15 @@ func New(o Options) *Runner {
 	case o.HeapBudget > 0:
 		r.heap = newHeapWatch(uint64(max(o.MaxHeapBytes, 0)), uint64(o.HeapBudget),
 			fmt.Sprintf("bot execution stopped: memory limit exceeded (running bots grew the heap by more than %d MiB)", o.HeapBudget>>20))
+		// Warm instances' module state is the bots' memory: it counts against the budget, and
+		// a breach discards the idle instances with the stopped runs'.
+		r.heap.warm = r.instances.held
 	case o.MaxHeapBytes > 0:
 		r.heap = newHeapWatch(uint64(o.MaxHeapBytes), 0,
 			fmt.Sprintf("bot execution stopped: memory limit exceeded (the heap grew past %d MiB)", o.MaxHeapBytes>>20))
+	}
+	if r.heap != nil {
+		r.heap.tripped = r.instances.dropAll
 	}
 	return r
 }
@@ -360,6 +366,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 			r.heap.remove(x)
 		}
 		finished := state.CompareAndSwap(running, ended)
+		r.instances.back(x)
 		// Back to its pool before Run answers, so the caller's next run finds it.
 		if !finished || !x.seal(id) || key == "" || !r.instances.put(key, bot, prg.code, x) {
 			x.drop()

@@ -3,6 +3,7 @@ package botrunner
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -290,5 +291,45 @@ func TestUnsupportedRuntime(t *testing.T) {
 				t.Fatalf("%s %q", res.Outcome, res.Message)
 			}
 		})
+	}
+}
+
+// TestWarmModuleStateCountsAgainstTheHeapBudget: a bot that keeps 4 MiB more in module state on
+// every run is stopped once what it keeps passes the in-process heap budget, and its instance,
+// with all it kept, is gone: the next run counts from 1. (Were the idle heap with warm instances
+// taken as the gateway's own, the budget would follow the bot's growth and never stop it.)
+func TestWarmModuleStateCountsAgainstTheHeapBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates up to ~100 MiB")
+	}
+	code := mustCompile(t, "index.js", `
+const keep = [];
+let n = 0;
+exports.handler = () => {
+	n++;
+	keep.push(new Array(1 << 18).fill(n + 0.5));
+	const t = Date.now(); while (Date.now() - t < 30) {} // long enough for the watchdog to look
+	return { n, g: n };
+};`).JS
+	r := New(Options{HeapBudget: 24 << 20})
+	c := counterReq{project: "p", bot: "b", key: "b@1"}
+	stopped := 0
+	for i := 1; i <= 25 && stopped == 0; i++ {
+		res := counterRun(t, r, code, c)
+		switch {
+		case res.Outcome == OutcomeError && strings.Contains(res.Message, "memory limit exceeded"):
+			stopped = i
+		case res.Outcome != OutcomeSuccess:
+			t.Fatalf("run %d: %s %s", i, res.Outcome, res.Message)
+		}
+		// As after an idle while: collections that would let the baseline follow the bot.
+		runtime.GC()
+		runtime.GC()
+	}
+	if stopped == 0 {
+		t.Fatal("25 runs kept 100 MiB of module state under a 24 MiB budget and none was stopped")
+	}
+	if got := count(t, r, code, c); got != 1 {
+		t.Fatalf("run after the memory stop counted %d, want 1", got)
 	}
 }
