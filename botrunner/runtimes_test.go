@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 )
 
 // counterBot counts its runs in module state and in a global; console.log is captured at load
@@ -331,5 +333,37 @@ exports.handler = () => {
 	}
 	if got := count(t, r, code, c); got != 1 {
 		t.Fatalf("run after the memory stop counted %d, want 1", got)
+	}
+}
+
+// TestStaleStopDoesNotReachTheNextRun: a warm instance's earlier run's timer (its timeout, its
+// caller's context) may fire after that run ended; the instance's next run must not be stopped
+// by it, nor inherit a pending interrupt.
+func TestStaleStopDoesNotReachTheNextRun(t *testing.T) {
+	r := New(Options{})
+	x := newExecution(r, nil)
+	req := &Request{}
+	first, _ := x.begin(context.Background(), req, time.Second)
+	x.rt = goja.New()
+	x.reusable = true
+	if !x.seal(first) {
+		t.Fatal("a clean run's instance was not kept")
+	}
+	x.stopRun(first, stopTimeout) // the first run's timer, late
+	second, _ := x.begin(context.Background(), req, time.Second)
+	x.stopRun(first, stopTimeout)
+	if x.stopped != 0 {
+		t.Fatalf("the second run was stopped (%d) by the first run's timer", x.stopped)
+	}
+	if v, err := x.rt.RunString(`1 + 1`); err != nil || v.ToInteger() != 2 {
+		t.Fatalf("the second run's runtime: %v, %v", v, err)
+	}
+	x.stopRun(second, stopTimeout)
+	if x.stopped != stopTimeout {
+		t.Fatal("the second run's own timer did not stop it")
+	}
+	x.reusable = true
+	if x.seal(second) {
+		t.Fatal("a stopped run's instance was kept")
 	}
 }

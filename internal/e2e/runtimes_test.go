@@ -97,6 +97,22 @@ func TestRuntimesAWSLambdaAndVMContext(t *testing.T) {
 		t.Fatalf("update with runtimeVersion nodejs: %d %s", r.status, r.body)
 	}
 	b.expect(t, vm, "v1 1")
+
+	// The admin API goes through the same check.
+	r = do(t, "POST", "http://"+s.adminAddr+"/fhirgate/Bot", "application/json", mustJSON(t, map[string]any{
+		"resourceType": "Bot", "name": "admin-bad", "meta": map[string]any{"project": "alpha"}, "runtimeVersion": "lambda",
+	}))
+	if r.status != 400 || !strings.Contains(string(r.body), "awslambda, vmcontext") {
+		t.Fatalf("admin API create with runtimeVersion lambda: %d %s", r.status, r.body)
+	}
+
+	// The same code in another project is another instance: its count starts at 1 while
+	// alpha's goes on.
+	other := s.deployBot(t, "beta", "counter", counterSource("v1"))
+	bob := runtimeBots{s: s, auth: []string{"Authorization", "Bearer " + s.token(t, "beta-app", "bob-token")}, base: b.base}
+	b.expect(t, explicit, "v1 3")
+	bob.expect(t, other, "v1 1", "v1 2")
+	b.expect(t, explicit, "v1 4")
 }
 
 // TestRuntimesDefaultOption: bot_default_runtime vmcontext makes bots without a runtimeVersion
