@@ -129,3 +129,42 @@ func TestRuntimesDefaultOption(t *testing.T) {
 	b.deploy(t, lambda, "v2")
 	b.expect(t, lambda, "v2 1", "v2 2")
 }
+
+// TestRuntimesHostileBots runs the reliability suite's hostile bots in both runtimes, twice each:
+// the second run of a bot whose instance was stopped (memory, deadline, stack) gets a fresh one
+// and ends the same way, never stuck; a module whose top level throws answers its 400 every
+// time; the gateway goes on serving.
+func TestRuntimesHostileBots(t *testing.T) {
+	for _, runtime := range []string{"awslambda", "vmcontext"} {
+		t.Run(runtime, func(t *testing.T) {
+			s := startStack(t, "bot_timeout 2s\n\t\tbot_worker_memory 128MiB\n\t\tbot_default_runtime "+runtime)
+			auth := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
+			echo := s.gateway + "/fhir/R4/Bot/" + s.botID(t, "alpha", "https://example.com/bots|echo") + "/$execute"
+			bots := append(hostileBots[:len(hostileBots):len(hostileBots)], struct {
+				name    string
+				code    string
+				want    []string
+				timeout int
+			}{"top level throws", `let n = 0; n++; throw new Error('top level broke ' + n); exports.handler = () => 1;`,
+				[]string{"top level broke 1"}, 0})
+			for _, b := range bots {
+				id := deployBot(t, s, auth, b.name, b.code, b.timeout)
+				t.Run(b.name, func(t *testing.T) {
+					for run := 1; run <= 2; run++ {
+						r := do(t, "POST", s.gateway+"/fhir/R4/Bot/"+id+"/$execute", "application/json", `{}`, auth...)
+						matched := false
+						for _, w := range b.want {
+							matched = matched || strings.Contains(string(r.body), w)
+						}
+						if r.status != 400 || !matched {
+							t.Fatalf("run %d: %d %s, want 400 with one of %q", run, r.status, r.body, b.want)
+						}
+					}
+					if r := do(t, "POST", echo, "text/plain", "still here", auth...); r.status != 200 || string(r.body) != "still here" {
+						t.Fatalf("echo: %d %s", r.status, r.body)
+					}
+				})
+			}
+		})
+	}
+}
