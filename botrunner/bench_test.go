@@ -18,7 +18,8 @@ func BenchmarkRuntimeSetup(b *testing.B) {
 	req := &Request{Event: jsonEvent(b, `{"resourceType":"Patient","id":"1","name":[{"given":["A"],"family":"B"}]}`)}
 	b.ReportAllocs()
 	for b.Loop() {
-		x := newExecution(r, context.Background(), req, nil, time.Second)
+		x := newExecution(r, nil)
+		x.begin(context.Background(), req, time.Second)
 		x.rt = goja.New()
 		x.rt.SetMaxCallStackSize(maxCallStack)
 		x.installGlobals()
@@ -26,11 +27,18 @@ func BenchmarkRuntimeSetup(b *testing.B) {
 	}
 }
 
+// benchRun runs a bot in process, in each runtime.
 func benchRun(b *testing.B, filename, src string, ev Event, client MedplumClient) {
+	for _, runtime := range []string{RuntimeAWSLambda, RuntimeVMContext} {
+		b.Run(runtime, func(b *testing.B) { benchRunIn(b, filename, src, ev, client, runtime) })
+	}
+}
+
+func benchRunIn(b *testing.B, filename, src string, ev Event, client MedplumClient, runtime string) {
 	b.Helper()
 	r := New(Options{})
 	p := mustCompile(b, filename, src)
-	req := Request{CacheKey: "bench", Code: p.JS, Filename: filename, Event: ev, Medplum: client}
+	req := Request{CacheKey: "bench", Code: p.JS, Filename: filename, Event: ev, Medplum: client, Runtime: runtime}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

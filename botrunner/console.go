@@ -51,6 +51,13 @@ func (c *consoleBuffer) write(prefix, line string) {
 	c.buf = append(c.buf, '\n')
 }
 
+// reset empties the buffer for the next run of a warm instance.
+func (c *consoleBuffer) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf, c.truncated = nil, false
+}
+
 // String returns the captured tail, starting on a character boundary.
 func (c *consoleBuffer) String() (string, bool) {
 	c.mu.Lock()

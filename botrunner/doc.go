@@ -1,7 +1,9 @@
 // Package botrunner runs Medplum-compatible bots (JavaScript or TypeScript handlers) with goja,
 // in the gateway's process or in worker processes: it compiles bot source, parses $execute
-// request bodies into event.input, runs the handler in a fresh sandbox with a deadline, and maps
-// what it returns (or throws) to an HTTP answer. It does not import Caddy.
+// request bodies into event.input, runs the handler with a deadline — in a warm instance of the
+// bot version (Medplum's awslambda runtime) or a fresh sandbox (vmcontext); see
+// Request.Runtime — and maps what it returns (or throws) to an HTTP answer. It does not import
+// Caddy.
 //
 // # Use
 //

@@ -29,23 +29,33 @@ const (
 	stopMemory                               // the heap watchdog saw the heap over its limit
 )
 
-// execution is one run: a fresh runtime and everything built in it. Only the run goroutine
-// touches it, except for rt.Interrupt from timers and the locked console buffer.
+// execution is a runtime with a bot's module loaded and the run going on in it: for vmcontext
+// a fresh one per run, for awslambda a warm instance that serves one run after another (begin
+// sets up each run). Only the goroutine of the current run touches it, except for rt.Interrupt
+// from timers and the locked console buffer.
 type execution struct {
-	r       *Runner
+	r   *Runner
+	prg *programEntry
+
+	// The current run, set by begin.
 	ctx     context.Context // the caller's context
 	req     *Request
-	prg     *programEntry
 	timeout time.Duration
 	start   time.Time
 
-	mu      sync.Mutex      // guards rt's publication and stopped
-	rt      *goja.Runtime   // set once by the run goroutine
+	mu      sync.Mutex      // guards rt's publication, runID and stopped
+	rt      *goja.Runtime   // set once by the first run's goroutine
+	runID   uint64          // the current run; stopRun for another is ignored
 	stopped interruptReason // why the run was interrupted, 0 while it may go on
 	stuck   chan struct{}   // closed abandonGrace after an interrupt
 
 	console       consoleBuffer
 	jsonStringify goja.Callable // JSON.stringify, taken on first use
+
+	handler  goja.Callable // the module's handler, once its top level has run
+	reusable bool          // the last run ended in a way that leaves the instance usable
+	lastUsed time.Time     // when it went idle; guarded by the instance pool's lock
+	pooled   bool          // handed out by the instance pool, which counts it as busy
 
 	core       *goja.Object // '@medplum/core' exports, built on first use
 	coreState  *lazyCore
@@ -53,36 +63,80 @@ type execution struct {
 	urlExports *goja.Object
 }
 
-func newExecution(r *Runner, ctx context.Context, req *Request, prg *programEntry, timeout time.Duration) *execution {
-	return &execution{
-		r:       r,
-		ctx:     ctx,
-		req:     req,
-		prg:     prg,
-		timeout: timeout,
-		start:   time.Now(),
-		stuck:   make(chan struct{}),
-		console: consoleBuffer{max: r.opts.MaxConsoleBytes},
-	}
+func newExecution(r *Runner, prg *programEntry) *execution {
+	return &execution{r: r, prg: prg, console: consoleBuffer{max: r.opts.MaxConsoleBytes}}
 }
 
-// stopFor stops the run for the reason ctx (the caller's) says, or as timed out when ctx is live.
+// begin sets x up for the run req and returns the run's id, for stopRun, and the channel
+// closed when the run is stuck past its interrupt. The run is the instance's own until its
+// goroutine gives it back.
+func (x *execution) begin(ctx context.Context, req *Request, timeout time.Duration) (uint64, chan struct{}) {
+	x.console.reset()
+	x.reusable = false
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.runID++
+	x.ctx, x.req, x.timeout, x.start = ctx, req, timeout, time.Now()
+	x.stopped = 0
+	x.stuck = make(chan struct{})
+	if x.rt != nil {
+		x.rt.ClearInterrupt()
+	}
+	return x.runID, x.stuck
+}
+
+// seal ends run id; it reports whether x may serve another run: the run was not stopped and
+// ended cleanly. Stops for run id that come later are ignored.
+func (x *execution) seal(id uint64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ok := x.runID == id && x.stopped == 0 && x.reusable && x.rt != nil
+	x.runID++
+	return ok
+}
+
+// stopFor stops the current run for the reason ctx (the caller's) says, or as timed out when
+// ctx is live.
 func (x *execution) stopFor(ctx context.Context) {
+	x.stop(stopReason(ctx))
+}
+
+// stopRunFor is stopFor for run id only.
+func (x *execution) stopRunFor(id uint64, ctx context.Context) {
+	x.stopRun(id, stopReason(ctx))
+}
+
+func stopReason(ctx context.Context) interruptReason {
 	switch err := ctx.Err(); {
 	case err == nil:
-		x.stop(stopTimeout)
+		return stopTimeout
 	case errors.Is(err, context.DeadlineExceeded):
-		x.stop(stopDeadline)
+		return stopDeadline
 	default:
-		x.stop(stopCancelled)
+		return stopCancelled
 	}
 }
 
-// stop interrupts the run (once; later reasons are ignored). JavaScript stops at its next
-// instruction; if the run has not ended abandonGrace later, stuck is closed so Run can answer.
+// stopRun stops run id, if it is still the current run (a timer of a warm instance's earlier
+// run must not stop a later one).
+func (x *execution) stopRun(id uint64, reason interruptReason) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.runID == id {
+		x.stopLocked(reason)
+	}
+}
+
+// stop interrupts the current run (once; later reasons are ignored). JavaScript stops at its
+// next instruction; if the run has not ended abandonGrace later, stuck is closed so Run can
+// answer.
 func (x *execution) stop(reason interruptReason) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.stopLocked(reason)
+}
+
+func (x *execution) stopLocked(reason interruptReason) {
 	if x.stopped != 0 {
 		return
 	}
@@ -109,42 +163,85 @@ func (x *execution) run() (res *Result) {
 		res.Duration = time.Since(x.start)
 		res.Console, res.ConsoleTruncated = x.console.String()
 		finish(res)
-		x.drop()
 	}()
 
-	rt := goja.New()
-	rt.SetMaxCallStackSize(maxCallStack)
-	// eval and new Function must not read source maps from the host filesystem either.
-	rt.SetParserOptions(parser.WithDisableSourceMaps)
-	x.mu.Lock()
-	x.rt = rt
-	if x.stopped != 0 {
-		rt.Interrupt(x.stopped)
-	}
-	x.mu.Unlock()
-	if !x.prg.noRegExp {
-		x.guardRegExps()
+	if x.rt == nil {
+		rt := goja.New()
+		rt.SetMaxCallStackSize(maxCallStack)
+		// eval and new Function must not read source maps from the host filesystem either.
+		rt.SetParserOptions(parser.WithDisableSourceMaps)
+		x.mu.Lock()
+		x.rt = rt
+		if x.stopped != 0 {
+			rt.Interrupt(x.stopped)
+		}
+		x.mu.Unlock()
+		if !x.prg.noRegExp {
+			x.guardRegExps()
+		}
 	}
 
 	v, err := x.callHandler()
 	if err != nil {
-		return x.errorResult(err)
+		res = x.errorResult(err)
+		// A handler that threw or rejected leaves its instance usable, as on Lambda; a module
+		// whose top level threw, or a run stopped uncatchably, does not.
+		x.reusable = x.handler != nil && !isUncatchable(err)
+		return res
 	}
-	return x.mapResult(v)
+	res = x.mapResult(v)
+	x.reusable = x.handler != nil
+	return res
 }
 
-// callHandler loads the module, finds its handler and calls it. When the handler returns a
-// promise, the promise's jobs have all run by the time the call returns (goja drains its job
-// queue when control leaves the runtime), so a promise still pending will never settle.
+// callHandler loads the module (on an instance's first run), finds its handler and calls it.
+// When the handler returns a promise, the promise's jobs have all run by the time the call
+// returns (goja drains its job queue when control leaves the runtime), so a promise still
+// pending will never settle.
 func (x *execution) callHandler() (goja.Value, error) {
 	rt := x.rt
-	x.installGlobals()
-	// The event is built before bot code runs, so nothing the module does to prototypes shows in it.
+	first := x.handler == nil
+	if first {
+		x.installGlobals()
+	}
+	// On the first run the event is built before bot code runs, so nothing the module does to
+	// prototypes shows in it. A warm instance's later events are built in the runtime the
+	// module's top level already ran in, as on Lambda.
 	var event *goja.Object
 	if ex := rt.Try(func() { event = x.newEvent(&x.req.Event) }); ex != nil {
 		return nil, ex
 	}
+	if first {
+		handler, err := x.loadModule()
+		if err != nil {
+			return nil, err
+		}
+		x.handler = handler
+		x.r.loads.Add(1)
+	}
 
+	v, err := x.handler(goja.Undefined(), x.medplumArg(), event)
+	if err != nil {
+		return nil, err
+	}
+	if o, ok := v.(*goja.Object); ok {
+		if p, ok := o.Export().(*goja.Promise); ok {
+			switch p.State() {
+			case goja.PromiseStateFulfilled:
+				return p.Result(), nil
+			case goja.PromiseStateRejected:
+				return nil, &rejection{reason: p.Result()}
+			default:
+				return nil, errors.New("bot handler's promise never settled")
+			}
+		}
+	}
+	return v, nil
+}
+
+// loadModule runs the module's top level and returns its handler.
+func (x *execution) loadModule() (goja.Callable, error) {
+	rt := x.rt
 	modFn, err := rt.RunProgram(x.prg.prg)
 	if err != nil {
 		return nil, err
@@ -166,24 +263,7 @@ func (x *execution) callHandler() (goja.Value, error) {
 	if handler == nil {
 		return nil, errors.New("bot does not export a handler function")
 	}
-
-	v, err := handler(goja.Undefined(), x.medplumArg(), event)
-	if err != nil {
-		return nil, err
-	}
-	if o, ok := v.(*goja.Object); ok {
-		if p, ok := o.Export().(*goja.Promise); ok {
-			switch p.State() {
-			case goja.PromiseStateFulfilled:
-				return p.Result(), nil
-			case goja.PromiseStateRejected:
-				return nil, &rejection{reason: p.Result()}
-			default:
-				return nil, errors.New("bot handler's promise never settled")
-			}
-		}
-	}
-	return v, nil
+	return handler, nil
 }
 
 // findHandler accepts every CommonJS and ESM shape: exports.handler, module.exports.handler,
@@ -320,6 +400,7 @@ func (x *execution) drop() {
 	x.rt = nil
 	x.mu.Unlock()
 	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
+	x.handler = nil
 }
 
 // abandoned is the Result of a run that did not stop within abandonGrace of being interrupted.

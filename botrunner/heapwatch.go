@@ -45,6 +45,13 @@ type heapWatch struct {
 	watching bool   // the goroutine is running
 	baseline uint64 // the live heap while no run was registered
 	idleAt   uint64 // GC cycles completed when the last run ended
+
+	// warm reports whether warm instances are kept: their module state is the bots' memory,
+	// not the gateway's, so a baseline sampled while they exist may only go down. Nil: none.
+	warm func() bool
+	// tripped runs when the watchdog stops runs: it discards the idle warm instances, whose
+	// memory counts against the budget too. Nil: nothing.
+	tripped func()
 }
 
 func newHeapWatch(maxHeap, budget uint64, message string) *heapWatch {
@@ -98,7 +105,7 @@ func (w *heapWatch) add(x *execution) {
 		// The live figure is the gateway's own only if the collection that measured it started
 		// after the last run ended (two completed cycles since then); otherwise it may still
 		// count what that run held, and a bot could grow its successor's budget.
-		if live, _, cycles := readHeap(); cycles >= w.idleAt+2 && live > 0 {
+		if live, _, cycles := readHeap(); cycles >= w.idleAt+2 && live > 0 && (w.warm == nil || !w.warm() || live < w.baseline) {
 			w.baseline = live
 		}
 	}
@@ -167,5 +174,8 @@ func (w *heapWatch) watch() {
 			stopped = append(stopped, x)
 		}
 		w.mu.Unlock()
+		if w.tripped != nil {
+			w.tripped()
+		}
 	}
 }

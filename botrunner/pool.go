@@ -62,8 +62,8 @@ type PoolOptions struct {
 
 	// RunsPerWorker is how many runs of one bot a worker may take at once. Runs of different
 	// bots never share a worker, so whatever a bot does to its worker (exhaust its memory, get
-	// stuck in a native call) ends only runs of that same bot; each run still has a fresh
-	// JavaScript runtime of its own. Runs spread over as many workers as there are CPUs before
+	// stuck in a native call) ends only runs of that same bot; runs never share a JavaScript
+	// runtime (an awslambda instance serves one run at a time). Runs spread over as many workers as there are CPUs before
 	// they share one. 1 gives every run a process of its own: the most isolation, at ~28 MiB of
 	// memory per concurrent run instead of per worker. Default: 4.
 	RunsPerWorker int

@@ -22,10 +22,18 @@ func echoRequest(b *testing.B) Request {
 	return Request{CacheKey: "bench", Code: p.JS, Filename: "index.js", Event: ev}
 }
 
-// benchEcho runs the echo bot on e from goroutines×GOMAXPROCS goroutines (0: one at a time).
+// benchEcho runs the echo bot on e from goroutines×GOMAXPROCS goroutines (0: one at a time),
+// in the default runtime.
 func benchEcho(b *testing.B, e Executor, goroutines int) {
 	b.Helper()
+	benchEchoIn(b, e, goroutines, "")
+}
+
+// benchEchoIn is benchEcho in the given runtime.
+func benchEchoIn(b *testing.B, e Executor, goroutines int, runtime string) {
+	b.Helper()
 	req := echoRequest(b)
+	req.Runtime = runtime
 	ctx := context.Background()
 	run := func() bool {
 		res, err := e.Run(ctx, req)
@@ -71,6 +79,22 @@ func benchEcho(b *testing.B, e Executor, goroutines int) {
 			}
 		}
 	})
+}
+
+// BenchmarkEchoRuntimes is one echo run at a time in each runtime, in process and in workers:
+// awslambda calls the warm instance's handler, vmcontext builds a runtime and loads the module.
+func BenchmarkEchoRuntimes(b *testing.B) {
+	for _, isolation := range []string{"inprocess", "process"} {
+		for _, runtime := range []string{RuntimeAWSLambda, RuntimeVMContext} {
+			b.Run(isolation+"/"+runtime, func(b *testing.B) {
+				var e Executor = New(Options{})
+				if isolation == "process" {
+					e = newBenchPool(b, false)
+				}
+				benchEchoIn(b, e, 0, runtime)
+			})
+		}
+	}
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

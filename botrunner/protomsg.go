@@ -44,7 +44,10 @@ type runMsg struct {
 	code       string // set when digest is "" (or the pool always sends code)
 	hasCode    bool
 	hasMedplum bool
-	event      Event
+	// runtime is the Request's Runtime; instanceKey and instanceBot name its warm instances
+	// (instanceKeys), empty for a run that gets a fresh runtime.
+	runtime, instanceKey, instanceBot string
+	event                             Event
 }
 
 func (m *runMsg) encode(e *encoder) {
@@ -58,6 +61,9 @@ func (m *runMsg) encode(e *encoder) {
 		e.str(m.code)
 	}
 	e.bool(m.hasMedplum)
+	e.str(m.runtime)
+	e.str(m.instanceKey)
+	e.str(m.instanceBot)
 	encodeEvent(e, &m.event)
 }
 
@@ -71,6 +77,9 @@ func (m *runMsg) decode(d *decoder) error {
 		m.code = d.str()
 	}
 	m.hasMedplum = d.bool()
+	m.runtime = d.str()
+	m.instanceKey = d.str()
+	m.instanceBot = d.str()
 	if err := decodeEvent(d, &m.event); err != nil {
 		return err
 	}

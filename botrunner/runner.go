@@ -84,21 +84,34 @@ type Options struct {
 	// fatal out-of-memory error, which ends the process. Default: DefaultHeapBudget. Negative: no
 	// budget (only MaxHeapBytes).
 	HeapBudget int64
+	// MaxInstances bounds the idle warm instances (awslambda runs) kept across all bots; past
+	// it the least recently used goes. Default: DefaultMaxInstances.
+	MaxInstances int
+	// MaxInstancesPerVersion bounds the idle warm instances kept per bot version. Runs that
+	// overlap each take an instance of their own; those past the bound are discarded when
+	// their run ends. Default: DefaultMaxInstancesPerVersion.
+	MaxInstancesPerVersion int
+	// InstanceIdleTimeout is how long a warm instance stays unused before it is discarded.
+	// Default: DefaultInstanceIdleTimeout.
+	InstanceIdleTimeout time.Duration
 }
 
 // DefaultHeapBudget is the default HeapBudget, the same as a worker's default memory.
 const DefaultHeapBudget = 256 << 20
 
-// Runner runs bots: one fresh JavaScript runtime per run, compiled programs cached, concurrency
-// bounded globally and per bot. It is safe for concurrent use.
+// Runner runs bots: in a warm instance of the bot version (awslambda) or a fresh JavaScript
+// runtime (vmcontext), compiled programs cached, concurrency bounded globally and per bot. It is
+// safe for concurrent use.
 type Runner struct {
-	opts    Options
-	slots   *Slots
-	cache   *programCache
-	workers workerPool
-	heap    *heapWatch // nil when the watchdog is off
+	opts      Options
+	slots     *Slots
+	cache     *programCache
+	instances *instancePool
+	workers   workerPool
+	heap      *heapWatch // nil when the watchdog is off
 
 	compiles atomic.Int64 // programs compiled by Run, for tests
+	loads    atomic.Int64 // modules whose top level ran, for tests
 	stuck    atomic.Int64 // runs answered after abandonGrace whose goroutine still runs
 }
 
@@ -106,18 +119,25 @@ type Runner struct {
 func New(o Options) *Runner {
 	o = o.withDefaults()
 	r := &Runner{
-		opts:    o,
-		slots:   o.Slots,
-		cache:   newProgramCache(o.ProgramCacheSize),
-		workers: workerPool{jobs: make(chan func())},
+		opts:      o,
+		slots:     o.Slots,
+		cache:     newProgramCache(o.ProgramCacheSize),
+		instances: newInstancePool(o),
+		workers:   workerPool{jobs: make(chan func())},
 	}
 	switch {
 	case o.HeapBudget > 0:
 		r.heap = newHeapWatch(uint64(max(o.MaxHeapBytes, 0)), uint64(o.HeapBudget),
 			fmt.Sprintf("bot execution stopped: memory limit exceeded (running bots grew the heap by more than %d MiB)", o.HeapBudget>>20))
+		// Warm instances' module state is the bots' memory: it counts against the budget, and
+		// a breach discards the idle instances with the stopped runs'.
+		r.heap.warm = r.instances.held
 	case o.MaxHeapBytes > 0:
 		r.heap = newHeapWatch(uint64(o.MaxHeapBytes), 0,
 			fmt.Sprintf("bot execution stopped: memory limit exceeded (the heap grew past %d MiB)", o.MaxHeapBytes>>20))
+	}
+	if r.heap != nil {
+		r.heap.tripped = r.instances.dropAll
 	}
 	return r
 }
@@ -148,6 +168,15 @@ func (o Options) withDefaults() Options {
 	if o.HeapBudget == 0 {
 		o.HeapBudget = DefaultHeapBudget
 	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = DefaultMaxInstances
+	}
+	if o.MaxInstancesPerVersion <= 0 {
+		o.MaxInstancesPerVersion = DefaultMaxInstancesPerVersion
+	}
+	if o.InstanceIdleTimeout <= 0 {
+		o.InstanceIdleTimeout = DefaultInstanceIdleTimeout
+	}
 	return o
 }
 
@@ -173,6 +202,19 @@ type Request struct {
 	Program *Program
 	// Filename names the code in stack traces. Default: "index.js".
 	Filename string
+	// Runtime is RuntimeAWSLambda or RuntimeVMContext (Bot.runtimeVersion); empty means
+	// DefaultRuntime, anything else is an error result. An awslambda run of a request with a
+	// CacheKey uses a warm instance of its bot version (Project, BotID and CacheKey): the
+	// module's top level ran once in it, and the run calls its handler with a fresh event,
+	// medplum client and console capture. Module state (top-level variables, globals) may
+	// therefore carry from one run of a bot version to the next, never to another bot, version
+	// or project. An instance runs one run at a time (overlapping runs take instances of their
+	// own) and is discarded after a run that timed out, was stopped (memory, cancellation) or
+	// failed uncatchably. Without a CacheKey every run gets a fresh runtime.
+	Runtime string
+	// instanceKey and instanceBot, when set, name the warm instances instead of CacheKey,
+	// BotID and Project (a worker's runs, which carry neither).
+	instanceKey, instanceBot string
 	// Timeout is the run's wall-clock limit, at most Limits.MaxTimeout. Default:
 	// Limits.DefaultTimeout.
 	Timeout time.Duration
@@ -265,6 +307,15 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 
+	runtime := req.Runtime
+	if runtime == "" {
+		runtime = DefaultRuntime
+	}
+	if runtime != RuntimeAWSLambda && runtime != RuntimeVMContext {
+		release()
+		return finish(&Result{Outcome: OutcomeError, Message: unsupportedRuntime(runtime), QueueWait: queueWait}), nil
+	}
+
 	prg, cerr := r.program(ctx, &req)
 	if cerr != nil {
 		release()
@@ -278,18 +329,30 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	timeout := h.lim.runTimeout(req.Timeout)
 
-	x := newExecution(r, ctx, &req, prg, timeout)
+	var key, bot string
+	if runtime == RuntimeAWSLambda {
+		key, bot = instanceKeys(&req)
+	}
+	var x *execution
+	if key != "" {
+		x = r.instances.get(key, bot, prg.code)
+	}
+	if x == nil {
+		x = newExecution(r, prg)
+	}
+	id, stuck := x.begin(ctx, &req, timeout)
 	if r.heap != nil {
 		r.heap.add(x) // removed when the goroutine ends: an abandoned run still allocates
 	}
-	timer := time.AfterFunc(timeout, func() { x.stop(stopTimeout) })
+	timer := time.AfterFunc(timeout, func() { x.stopRun(id, stopTimeout) })
 	defer timer.Stop()
-	stopWatching := context.AfterFunc(ctx, func() { x.stopFor(ctx) })
+	stopWatching := context.AfterFunc(ctx, func() { x.stopRunFor(id, ctx) })
 	defer stopWatching()
 
 	// state says who gives the slot back: the goroutine when the run ends (running → ended), or
 	// Run when it abandons the run (running → abandoned), and then the goroutine only uncounts
-	// itself when it finally ends.
+	// itself when it finally ends. A warm instance goes back to its pool before the slot does,
+	// so the run the slot goes to finds it.
 	const (
 		running int32 = iota
 		ended
@@ -302,9 +365,15 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		if r.heap != nil {
 			r.heap.remove(x)
 		}
-		// The slot goes back before the result: a bot that called this one through
-		// executeBot may make its next call at once, on the same lent slot.
-		if state.CompareAndSwap(running, ended) {
+		finished := state.CompareAndSwap(running, ended)
+		r.instances.back(x)
+		// The instance goes back to its pool and the slot to the queue before Run answers: the
+		// caller's next run finds both (a bot calling bots through executeBot makes its next
+		// call at once, on the same lent slot).
+		if !finished || !x.seal(id) || key == "" || !r.instances.put(key, bot, prg.code, x) {
+			x.drop()
+		}
+		if finished {
 			release()
 		} else {
 			r.stuck.Add(-1)
@@ -314,7 +383,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	var res *Result
 	select {
 	case res = <-done:
-	case <-x.stuck:
+	case <-stuck:
 		if state.CompareAndSwap(running, abandoned) {
 			r.stuck.Add(1)
 			release()
@@ -331,6 +400,12 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
+// unsupportedRuntime is the message of a run whose runtime is neither awslambda nor vmcontext
+// (a bot stored with another value, or a Request made with one).
+func unsupportedRuntime(runtime string) string {
+	return fmt.Sprintf("unsupported bot runtime '%s' (the runtimes are %s and %s)", truncate(runtime, 40), RuntimeAWSLambda, RuntimeVMContext)
+}
+
 // program returns the compiled program of req, from the cache when it can.
 func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, error) {
 	filename := req.Filename
@@ -338,7 +413,7 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 		filename = "index.js"
 	}
 	if req.Program != nil && req.Program.prg != nil {
-		return &programEntry{prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree}, nil
+		return &programEntry{code: req.Program.JS, prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree}, nil
 	}
 	code := req.Code
 	if req.Program != nil {

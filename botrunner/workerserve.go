@@ -226,7 +226,10 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 	case prg == nil:
 		msg.noResult = true // the run ended while waiting for its code
 	default:
-		req := Request{Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event}
+		req := Request{
+			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
+			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot,
+		}
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}

@@ -128,6 +128,15 @@ type App struct {
 	// `bot_max_concurrent`. Default: `process`.
 	BotIsolation string `json:"bot_isolation,omitempty"`
 
+	// BotDefaultRuntime is the runtime of bots whose `runtimeVersion` is
+	// empty (bots stored before runtimes existed too), as Medplum's
+	// `defaultBotRuntimeVersion`: `awslambda` keeps a warm instance per bot
+	// version, whose module top level runs once and whose handler serves
+	// run after run, so module state may carry between runs of one bot
+	// version (never across bots, versions or projects); `vmcontext` builds
+	// a fresh runtime for every run. Default: `awslambda`.
+	BotDefaultRuntime string `json:"bot_default_runtime,omitempty"`
+
 	// BotMemory is the memory bots may use, in bytes. With `inprocess`
 	// isolation it is a heap budget that all running bots share: the
 	// watchdog stops every running bot with a "memory limit exceeded" error
@@ -264,6 +273,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if a.declared, err = a.checkDeclared(ctx, h.store); err != nil {
+		return err
+	}
+	if err := checkBotRuntime("bot_default_runtime", a.BotDefaultRuntime); err != nil {
 		return err
 	}
 	if err := a.provisionBots(); err != nil {

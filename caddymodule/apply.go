@@ -188,7 +188,10 @@ func checkBot(ctx context.Context, st *store.Store, c deploy.Compiler, pid, name
 	if err := checkAuditEventTrigger(b.AuditEventTrigger); err != nil {
 		return nil, err
 	}
-	bot := &store.Bot{Name: name, AuditEventTrigger: b.AuditEventTrigger}
+	if err := checkBotRuntime("runtime_version", b.RuntimeVersion); err != nil {
+		return nil, err
+	}
+	bot := &store.Bot{Name: name, AuditEventTrigger: b.AuditEventTrigger, RuntimeVersion: b.RuntimeVersion}
 	bot.ID = declaredID("bot", pid, name)
 	bot.Meta.Project = pid
 	for _, ident := range b.Identifiers {

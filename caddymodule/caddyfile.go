@@ -42,6 +42,7 @@ func init() {
 //		bot_shutdown_grace <duration>
 //		bot_max_timeout    <duration>
 //		bot_isolation      process|inprocess
+//		bot_default_runtime awslambda|vmcontext
 //		bot_memory         <size>
 //		bot_worker_memory  <size>
 //		bot_runs_per_worker <n>
@@ -72,6 +73,7 @@ func init() {
 //				identifier <system|value>...
 //				source <file>
 //				audit_event_trigger always|never|on-error|on-output
+//				runtime_version awslambda|vmcontext
 //			}
 //		}
 //	}
@@ -167,6 +169,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			if err := checkBotIsolation(a.BotIsolation); err != nil {
+				return d.WrapErr(err)
+			}
+		case "bot_default_runtime":
+			if a.BotDefaultRuntime != "" {
+				return d.Err("bot_default_runtime already specified")
+			}
+			if !d.AllArgs(&a.BotDefaultRuntime) {
+				return d.ArgErr()
+			}
+			if err := checkBotRuntime("bot_default_runtime", a.BotDefaultRuntime); err != nil {
 				return d.WrapErr(err)
 			}
 		case "bot_worker_memory":
@@ -290,6 +302,17 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			if err := checkAuditEventTrigger(b.AuditEventTrigger); err != nil {
+				return d.WrapErr(err)
+			}
+			return nil
+		case "runtime_version":
+			if err := oneArg(d, &b.RuntimeVersion); err != nil {
+				return err
+			}
+			if b.RuntimeVersion == "" {
+				return d.ArgErr()
+			}
+			if err := checkBotRuntime("runtime_version", b.RuntimeVersion); err != nil {
 				return d.WrapErr(err)
 			}
 			return nil

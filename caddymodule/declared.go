@@ -97,6 +97,20 @@ type BotConfig struct {
 	// store write of every other run (15-32% of a trivial bot run's CPU in
 	// fhirgate-bench scenario 3).
 	AuditEventTrigger string `json:"audit_event_trigger,omitempty"`
+
+	// RuntimeVersion is the bot's `runtimeVersion`: `awslambda` (a warm
+	// instance whose module state may carry between runs) or `vmcontext`
+	// (a fresh runtime per run). Empty: `bot_default_runtime`.
+	RuntimeVersion string `json:"runtime_version,omitempty"`
+}
+
+// checkBotRuntime refuses a runtime Medplum does not define, naming the
+// config key.
+func checkBotRuntime(key, v string) error {
+	if v != "" && !slices.Contains(store.BotRuntimes, v) {
+		return fmt.Errorf("invalid %s '%s': want one of %s", key, v, strings.Join(store.BotRuntimes, ", "))
+	}
+	return nil
 }
 
 // checkAuditEventTrigger refuses a trigger Medplum does not define, naming

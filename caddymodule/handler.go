@@ -152,6 +152,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Store:          app.Store(),
 		Runner:         app.runner,
 		Compiler:       app.compiler,
+		DefaultRuntime: app.BotDefaultRuntime,
 		MaxBody:        h.MaxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),

@@ -44,6 +44,10 @@ type Options struct {
 	// Compiler compiles $deploy's source (*botrunner.Compiler: in a child
 	// process, bounded in time and per project).
 	Compiler deploy.Compiler
+	// DefaultRuntime is the runtime of bots without a runtimeVersion
+	// (botrunner.RuntimeAWSLambda or RuntimeVMContext). Empty means
+	// botrunner.DefaultRuntime.
+	DefaultRuntime string
 	// MaxBody bounds $execute bodies in bytes; larger is 413. Zero means
 	// DefaultMaxBody.
 	MaxBody int64

@@ -1,6 +1,7 @@
 package botapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,6 +175,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		CacheKey:      key,
 		Code:          code,
 		Filename:      bot.ExecutableCode.Title,
+		Runtime:       cmp.Or(bot.RuntimeVersion, a.o.DefaultRuntime),
 		BotID:         bot.ID,
 		MaxConcurrent: bot.MaxConcurrent,
 		Project:       id.ProjectID,

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,11 @@ func Deploy(ctx context.Context, st *store.Store, c Compiler, botID, filename, c
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading bot %s: %w", botID, err)
+	}
+	if bot.RuntimeVersion != "" && !slices.Contains(store.BotRuntimes, bot.RuntimeVersion) {
+		// Stored before the value was checked; the bot could not be written back.
+		return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("Bot/%s has runtimeVersion '%s', which is not one of %s: update the bot first",
+			botID, bot.RuntimeVersion, strings.Join(store.BotRuntimes, ", "))}
 	}
 	filename = path.Base(filename)
 	if same, err := sameSource(ctx, st, bot, filename, code); err != nil || same {

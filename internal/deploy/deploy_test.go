@@ -144,3 +144,39 @@ func TestNewCodeAndSameSource(t *testing.T) {
 		t.Fatalf("compile error: %v", err)
 	}
 }
+
+// TestDeployRefusesAnUnknownRuntime: a bot stored before runtimeVersion was checked (with
+// "fhirgate", say) cannot take a deploy, which would write it back: 400 naming the runtimes.
+func TestDeployRefusesAnUnknownRuntime(t *testing.T) {
+	st, id := newBot(t)
+	ctx := context.Background()
+	// Rewrite the stored record as an older gateway wrote it.
+	err := st.KV().Update(ctx, func(tx store.Txn) error {
+		var key, val []byte
+		if err := tx.Scan(nil, false, func(k, v []byte) error {
+			if strings.Contains(string(k), id) && strings.Contains(string(v), `"resourceType":"Bot"`) {
+				key, val = k, v
+				return store.ErrStopScan
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if key == nil {
+			return errors.New("the bot's record was not found")
+		}
+		return tx.Set(key, []byte(strings.Replace(string(val), `"name":"b"`, `"name":"b","runtimeVersion":"fhirgate"`, 1)), 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Invalidate()
+	if bot, err := store.Get[store.Bot](ctx, st, id); err != nil || bot.RuntimeVersion != "fhirgate" {
+		t.Fatalf("rewritten bot: %+v, %v", bot, err)
+	}
+	_, err = Deploy(ctx, st, newCompiler(t), id, "index.js", "exports.handler = () => 1")
+	var derr *Error
+	if !errors.As(err, &derr) || derr.Status != http.StatusBadRequest || !strings.Contains(derr.Message, "awslambda, vmcontext") {
+		t.Fatalf("deploy to a bot with runtimeVersion fhirgate: %v", err)
+	}
+}

@@ -57,7 +57,7 @@ func crudCases() []crudCase {
 			build: func(t *testing.T, s *Store) Resource {
 				p := seedProject(t, s, "p")
 				return &Bot{
-					base: Base{Meta: Meta{Project: p.ID}}, Name: "b", RuntimeVersion: "fhirgate", Timeout: 10,
+					base: Base{Meta: Meta{Project: p.ID}}, Name: "b", RuntimeVersion: "awslambda", Timeout: 10,
 					Identifier: []Identifier{{System: "https://x", Value: "b1"}},
 					SourceCode: &Attachment{ContentType: "text/typescript", URL: "Binary/src-1", Title: "index.ts"},
 				}

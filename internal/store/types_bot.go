@@ -12,7 +12,11 @@ type Bot struct {
 	Name        string       `json:"name"`
 	Description string       `json:"description,omitempty"`
 	Identifier  []Identifier `json:"identifier,omitempty"`
-	// RuntimeVersion is "vmcontext" (the default when empty) or "fhirgate".
+	// RuntimeVersion is one of BotRuntimes, as Medplum names them:
+	// "awslambda" (a warm instance per bot version whose module state may
+	// carry from run to run) or "vmcontext" (a fresh runtime per run).
+	// Empty means the gateway's default (bot_default_runtime, itself
+	// "awslambda" unless configured).
 	RuntimeVersion string `json:"runtimeVersion,omitempty"`
 	// Timeout is the run time limit in seconds, 0..900; 0 means the
 	// gateway default.
@@ -31,6 +35,9 @@ type Bot struct {
 // AuditEventTriggers are the values of Bot.AuditEventTrigger, as Medplum
 // names them: every run, no run, failed runs, runs that wrote to the console.
 var AuditEventTriggers = []string{"always", "never", "on-error", "on-output"}
+
+// BotRuntimes are the values of Bot.RuntimeVersion, as Medplum names them.
+var BotRuntimes = []string{"awslambda", "vmcontext"}
 
 // MaxBotConcurrency is the largest Bot.MaxConcurrent.
 const MaxBotConcurrency = 10000
@@ -59,7 +66,7 @@ func (b *Bot) validate() error {
 		}
 	}
 	if b.RuntimeVersion != "" {
-		if err := checkEnum("runtimeVersion", b.RuntimeVersion, "vmcontext", "fhirgate"); err != nil {
+		if err := checkEnum("runtimeVersion", b.RuntimeVersion, BotRuntimes...); err != nil {
 			return err
 		}
 	}

@@ -49,7 +49,7 @@ func TestValidation(t *testing.T) {
 		{name: "bot project required", r: &Bot{Name: "b"}, wantField: "meta.project"},
 		{name: "bot project exists", r: &Bot{base: Base{Meta: Meta{Project: "nope"}}, Name: "b"}, wantField: "meta.project", wantMsg: "does not exist"},
 		{name: "bot identifier value", r: &Bot{base: inProject(), Name: "b", Identifier: []Identifier{{Value: "ok"}, {System: "s"}}}, wantField: "identifier[1].value"},
-		{name: "bot runtime", r: &Bot{base: inProject(), Name: "b", RuntimeVersion: "awslambda"}, wantField: "runtimeVersion"},
+		{name: "bot runtime", r: &Bot{base: inProject(), Name: "b", RuntimeVersion: "fhirgate"}, wantField: "runtimeVersion", wantMsg: "awslambda, vmcontext"},
 		{name: "bot timeout high", r: &Bot{base: inProject(), Name: "b", Timeout: 901}, wantField: "timeout"},
 		{name: "bot timeout negative", r: &Bot{base: inProject(), Name: "b", Timeout: -1}, wantField: "timeout"},
 		{name: "bot source url", r: &Bot{base: inProject(), Name: "b", SourceCode: &Attachment{URL: "https://x/code.ts"}}, wantField: "sourceCode.url"},
