@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// echoBot is the trivial bot of the isolation decision (README, "Bot isolation"): it returns
+// echoBot is the trivial bot of the isolation decision (docs/bots.md, "Why `process` is the default"): it returns
 // its FHIR JSON input.
 const echoBot = `exports.handler = async (medplum, event) => event.input;`
 

@@ -13,7 +13,7 @@ import (
 // go.mod's drift apart: the published build recipe must build what we test.
 // It also holds the recipe to one exact xcaddy release (CI installs that
 // one), its equivalent_command to the fields CI builds from, and the
-// README's build commands to the recipe's versions.
+// build commands in docs/building.md to the recipe's versions.
 func TestXcaddyRecipeMatchesGoMod(t *testing.T) {
 	raw, err := os.ReadFile("../xcaddy.json")
 	if err != nil {
@@ -55,14 +55,14 @@ func TestXcaddyRecipeMatchesGoMod(t *testing.T) {
 		recipe.Plugins[0].Module, recipe.Plugins[0].Replace); recipe.EquivalentCommand != want {
 		t.Fatalf("xcaddy.json equivalent_command\n%s\nis not what its fields build:\n%s", recipe.EquivalentCommand, want)
 	}
-	// The README's Building section tells users the same versions.
-	readme, err := os.ReadFile("../README.md")
+	// docs/building.md tells users the same versions.
+	readme, err := os.ReadFile("../docs/building.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"xcaddy/cmd/xcaddy@" + recipe.XcaddyVersion, "xcaddy build " + recipe.CaddyVersion + " --with"} {
 		if !strings.Contains(string(readme), want) {
-			t.Errorf("README.md does not say %q, as xcaddy.json pins", want)
+			t.Errorf("docs/building.md does not say %q, as xcaddy.json pins", want)
 		}
 	}
 }
