@@ -13,7 +13,7 @@ import (
 // go.mod's drift apart: the published build recipe must build what we test.
 // It also holds the recipe to one exact xcaddy release (CI installs that
 // one), its equivalent_command to the fields CI builds from, and the
-// build commands in docs/building.md to the recipe's versions.
+// build commands in the README and docs/building.md to the recipe's versions.
 func TestXcaddyRecipeMatchesGoMod(t *testing.T) {
 	raw, err := os.ReadFile("../xcaddy.json")
 	if err != nil {
@@ -55,14 +55,16 @@ func TestXcaddyRecipeMatchesGoMod(t *testing.T) {
 		recipe.Plugins[0].Module, recipe.Plugins[0].Replace); recipe.EquivalentCommand != want {
 		t.Fatalf("xcaddy.json equivalent_command\n%s\nis not what its fields build:\n%s", recipe.EquivalentCommand, want)
 	}
-	// docs/building.md tells users the same versions.
-	readme, err := os.ReadFile("../docs/building.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"xcaddy/cmd/xcaddy@" + recipe.XcaddyVersion, "xcaddy build " + recipe.CaddyVersion + " --with"} {
-		if !strings.Contains(string(readme), want) {
-			t.Errorf("docs/building.md does not say %q, as xcaddy.json pins", want)
+	// The README and docs/building.md tell users the same versions.
+	for _, page := range []string{"README.md", "docs/building.md"} {
+		text, err := os.ReadFile("../" + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"xcaddy/cmd/xcaddy@" + recipe.XcaddyVersion, "xcaddy build " + recipe.CaddyVersion + " --with"} {
+			if !strings.Contains(string(text), want) {
+				t.Errorf("%s does not say %q, as xcaddy.json pins", page, want)
+			}
 		}
 	}
 }
