@@ -4,15 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -20,11 +16,10 @@ import (
 
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/gateway/gatewaytest"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
-	"github.com/fhirgate/fhirgate/internal/tokens"
-	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
 
 // apiFixture is the bot API behind a real gateway: a real Badger store,
@@ -65,15 +60,9 @@ type backendRequest struct {
 // Logger are set by it, and its Compiler unless the test gives one.
 func newAPIFixture(t *testing.T, o Options) *apiFixture {
 	t.Helper()
-	ctx := context.Background()
 	f := &apiFixture{st: storetest.Open(t)}
 
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		email := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer idp-") + "@example.com"
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"email": email})
-	}))
-	t.Cleanup(idp.Close)
+	idp := gatewaytest.IdentityProvider(t)
 	f.slowStarted, f.release = make(chan struct{}, 16), make(chan struct{})
 	fhirSrv := httptest.NewServer(http.HandlerFunc(f.serveBackend))
 	t.Cleanup(fhirSrv.Close)
@@ -99,24 +88,9 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 		m.Meta.Project = f.project.ID
 		f.mustCreate(t, m)
 	}
-	tok, err := tokens.New(ctx, tokens.Options{Issuer: "https://gw.test", Keys: oauth.KeyStore{Store: f.st}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth, err := oauth.New(oauth.Options{Store: f.st, Tokens: tok, UserInfo: userinfo.New(userinfo.Options{DefaultTimeout: 5 * time.Second})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range []struct {
-		name string
-		into *string
-	}{{"alice", &f.adminToken}, {"bob", &f.memberToken}} {
-		resp, _, e := auth.Exchange(ctx, oauth.ExchangeRequest{ClientID: client.ID, SubjectToken: "idp-" + x.name})
-		if e != nil {
-			t.Fatalf("token exchange for %s: %v", x.name, e)
-		}
-		*x.into = resp.AccessToken
-	}
+	auth := gatewaytest.OAuth(t, f.st)
+	f.adminToken = gatewaytest.AccessToken(t, auth, client.ID, "alice")
+	f.memberToken = gatewaytest.AccessToken(t, auth, client.ID, "bob")
 	f.admin = &oauth.Identity{ProjectID: f.project.ID, Profile: "Practitioner/alice", Admin: true}
 
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -125,6 +99,7 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 	if o.Compiler == nil {
 		o.Compiler = newCompiler(t)
 	}
+	var err error
 	f.api, err = New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -135,15 +110,7 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, _ := url.Parse(fhirSrv.URL)
-	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, ErrorLog: log.New(io.Discard, "", 0)}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = gw.Serve(w, r, func(w http.ResponseWriter, r *http.Request) error {
-			proxy.ServeHTTP(w, r)
-			return nil
-		})
-	}))
-	t.Cleanup(f.srv.Close)
+	f.srv = gatewaytest.Serve(t, gw, fhirSrv.URL)
 	return f
 }
 

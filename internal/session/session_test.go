@@ -4,26 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/gateway/gatewaytest"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
-	"github.com/fhirgate/fhirgate/internal/tokens"
-	"github.com/fhirgate/fhirgate/internal/userinfo"
 )
 
 // fixture is /auth/me behind a real gateway: a real Badger store, real
@@ -55,14 +50,8 @@ var profiles = map[string]string{
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	f := &fixture{st: storetest.Open(t), members: map[string]*store.ProjectMembership{}, tokens: map[string]string{}}
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		email := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer idp-") + "@example.com"
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"email": email})
-	}))
-	t.Cleanup(idp.Close)
+	idp := gatewaytest.IdentityProvider(t)
 	fhirSrv := httptest.NewServer(http.HandlerFunc(f.serveBackend))
 	t.Cleanup(fhirSrv.Close)
 
@@ -84,20 +73,9 @@ func newFixture(t *testing.T) *fixture {
 		f.create(t, m)
 		f.members[name] = m
 	}
-	tok, err := tokens.New(ctx, tokens.Options{Issuer: "https://gw.test", Keys: oauth.KeyStore{Store: f.st}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth, err := oauth.New(oauth.Options{Store: f.st, Tokens: tok, UserInfo: userinfo.New(userinfo.Options{DefaultTimeout: 5 * time.Second})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := gatewaytest.OAuth(t, f.st)
 	for name := range profiles {
-		resp, _, e := auth.Exchange(ctx, oauth.ExchangeRequest{ClientID: client.ID, SubjectToken: "idp-" + name})
-		if e != nil {
-			t.Fatalf("token exchange for %s: %v", name, e)
-		}
-		f.tokens[name] = resp.AccessToken
+		f.tokens[name] = gatewaytest.AccessToken(t, auth, client.ID, name)
 	}
 
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -107,15 +85,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, _ := url.Parse(fhirSrv.URL)
-	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, ErrorLog: log.New(io.Discard, "", 0)}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = gw.Serve(w, r, func(w http.ResponseWriter, r *http.Request) error {
-			proxy.ServeHTTP(w, r)
-			return nil
-		})
-	}))
-	t.Cleanup(f.srv.Close)
+	f.srv = gatewaytest.Serve(t, gw, fhirSrv.URL)
 	return f
 }
 
