@@ -233,8 +233,13 @@ func (h *Handler) Cleanup() error {
 	if caddy.Exiting() {
 		h.bots.Shutdown()
 		<-h.released // the store is closed before the process exits
-	} else {
-		h.bots.Close()
+		return nil
+	}
+	h.bots.Close()
+	select {
+	case <-h.bots.Done(): // no run was going: let the store go now (`caddy validate` exits next)
+		<-h.released
+	default: // runs go on; the watcher lets the store go when they end
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,7 @@ type lifecycle struct {
 	grace time.Duration
 
 	runs     sync.WaitGroup // runs in flight, synchronous and async
+	active   atomic.Int64   // how many: Close ends at once when none is
 	stop     context.Context
 	stopRuns context.CancelCauseFunc
 
@@ -48,11 +50,13 @@ func newLifecycle(grace time.Duration) *lifecycle {
 // as its cause) when a shutdown stops the runs. end must be called when the run is over.
 func (l *lifecycle) begin(parent context.Context) (ctx context.Context, end func()) {
 	l.runs.Add(1)
+	l.active.Add(1)
 	ctx, cancel := context.WithCancelCause(parent)
 	unwatch := context.AfterFunc(l.stop, func() { cancel(context.Cause(l.stop)) })
 	return ctx, func() {
 		unwatch()
 		cancel(nil)
+		l.active.Add(-1)
 		l.runs.Done()
 	}
 }
@@ -66,9 +70,14 @@ func (l *lifecycle) stoppedByShutdown(ctx context.Context) (string, bool) {
 	return fmt.Sprintf("the gateway shut down while the bot ran: the run was stopped after a grace of %s and did not complete; it will not be run again", l.grace), true
 }
 
-// Close is for a config reload: runs go on to their end, then flush runs (the audit
-// writer's close). It returns at once.
+// Close is for a config reload (or the end of `caddy validate`): runs go on to their end,
+// then the audit writer is flushed and closed. It returns at once; with no run going, the API
+// is closed (Done) when it returns, so a process about to exit loses nothing.
 func (a *API) Close() {
+	if a.life.active.Load() == 0 {
+		a.closeNow()
+		return
+	}
 	go a.closeWhenIdle()
 }
 
