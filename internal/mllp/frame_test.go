@@ -105,7 +105,7 @@ func TestWriteFramesOnce(t *testing.T) {
 // FuzzReader: whatever the stream, Next never panics, never returns a frame
 // over the bound, and a frame it returns holds no start block.
 func FuzzReader(f *testing.F) {
-	f.Add([]byte(frame("MSH|^~\\&|A") + "junk\x0b\x1c\r"), 16)
+	f.Add([]byte(frame("MSH|^~\\&|A")+"junk\x0b\x1c\r"), 16)
 	f.Add([]byte("\x0b\x0b\x1c\x1c\r\x0b"), 1)
 	f.Fuzz(func(t *testing.T, stream []byte, max int) {
 		if max <= 0 || max > 1<<16 {
