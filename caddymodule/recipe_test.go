@@ -20,9 +20,9 @@ func TestXcaddyRecipeMatchesGoMod(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recipe struct {
-		XcaddyVersion string `json:"xcaddy_version"`
-		CaddyVersion  string `json:"caddy_version"`
-		Plugins       []recipePlugin `json:"plugins"`
+		XcaddyVersion     string            `json:"xcaddy_version"`
+		CaddyVersion      string            `json:"caddy_version"`
+		Plugins           []recipePlugin    `json:"plugins"`
 		BuildFlags        []string          `json:"build_flags"`
 		Env               map[string]string `json:"env"`
 		EquivalentCommand string            `json:"equivalent_command"`

@@ -29,7 +29,7 @@ import (
 // mllpConfig is the template data of mllpCaddyfile.
 type mllpConfig struct {
 	Admin, Gateway, MLLP, TLS, Denied, Site int
-	Backend, Testdata, Cert, Key       string
+	Backend, Testdata, Cert, Key            string
 }
 
 // mllpCaddyfile: an MLLP listener into the mllp bot (and, by MSH-3, into
