@@ -84,13 +84,19 @@ var (
 	}, []string{"reason"})
 )
 
+// collectors are every metric fhirgate exports (docs/grafana-dashboard.json
+// charts each of them; its test holds the two together).
+var collectors = []prometheus.Collector{
+	tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused,
+	mllpConnections, mllpMessages, mllpFrameErrors,
+}
+
 // registerMetrics adds the collectors to this config's registry.
 func registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused,
-		mllpConnections, mllpMessages, mllpFrameErrors} {
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
