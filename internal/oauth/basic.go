@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -138,4 +139,38 @@ func (c *basicCache) put(key [sha256.Size]byte, changes uint64, id *Identity) {
 	}
 	c.m[key] = basicEntry{id: &cp, changes: changes, expires: c.now().Add(c.ttl)}
 	c.mu.Unlock()
+}
+
+// CarriesOwnToken tells whether any Authorization header of the request
+// carries a bearer token this server issued (a JWT naming our issuer,
+// whether or not it is still valid). It reads the token's payload without
+// verifying it: the question is only whether the header is ours to keep
+// from others.
+func (s *Server) CarriesOwnToken(r *http.Request) bool {
+	for _, v := range r.Header.Values("Authorization") {
+		scheme, tok, _ := strings.Cut(v, " ")
+		if strings.EqualFold(scheme, "Bearer") && s.isOwnJWT(strings.TrimSpace(tok)) {
+			return true
+		}
+	}
+	return false
+}
+
+// isOwnJWT tells whether tok is a JWT whose iss is our issuer.
+func (s *Server) isOwnJWT(tok string) bool {
+	if len(tok) > maxBearerBytes {
+		return false
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return false
+	}
+	var c struct {
+		Iss string `json:"iss"`
+	}
+	return json.Unmarshal(payload, &c) == nil && c.Iss == s.o.Tokens.Issuer()
 }
