@@ -50,7 +50,7 @@ type declaredProject struct {
 	// themselves.
 	machines []*store.ProjectMembership
 	users    []*declaredUser
-	bots    []*declaredBot
+	bots     []*declaredBot
 }
 
 // declaredUser is a person: the User is created when no user has the
