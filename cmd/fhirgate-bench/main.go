@@ -207,7 +207,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -225,7 +225,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}
 	defer h.idp.Close()
 
-	if selected(1) || selected(2) || selected(3) || selected(5) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -239,7 +239,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	return rep, nil
 }
 
-// runMainScenarios runs 1, 2, 3 and 5 against one Caddy, memory last so it
+// runMainScenarios runs 1, 2, 3, 7 and 5 against one Caddy, memory last so it
 // sees the state the other scenarios left.
 func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool, add func(*scenario, error) error) error {
 	m, err := h.setupMain(ctx)
@@ -247,7 +247,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 5} {
+		for _, id := range []int{1, 2, 3, 5, 7} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -259,7 +259,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		id  int
 		run func(context.Context, *mainInstance) (*scenario, error)
 	}{
-		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {5, h.memoryScenario},
+		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {7, h.machineScenario}, {5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+)
+
+// The machine client scenario 7 signs in with; declared in every bench
+// Caddyfile. Its membership comes with the declaration.
+const (
+	benchMachine       = "bench-machine"
+	benchMachineSecret = "bench-machine-secret-0123456789abcdef"
+)
+
+// machineScenario is scenario 7: client_credentials grants with a client
+// secret in Basic, as the Medplum CLI signs in on every command. Each
+// grant verifies the secret (remembered after the first), reads the
+// client's membership, writes a Login and signs a token; the CPU per grant
+// is reported beside the rate.
+func (h *harness) machineScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
+	s := &scenario{ID: 7, Title: "machine sign-in (POST /oauth2/token, grant_type=client_credentials)"}
+	c := h.set.Concurrency
+	grant := requestSpec{
+		Method: http.MethodPost, URL: "http://" + m.p.sites.gateway + "/oauth2/token",
+		Header: map[string]string{
+			"Content-Type":  formType,
+			"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(benchMachine+":"+benchMachineSecret)),
+		},
+		Body: "grant_type=client_credentials",
+	}
+	res, err := h.load(ctx, m.p, "7-client-credentials", h.spec(c, grant))
+	if err != nil {
+		return s, err
+	}
+	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("client_credentials grants, c=%d", c), Load: res})
+	rate := newCheck("client_credentials grants/s", res.Throughput, ">=", 0, "/s")
+	rate.Verdict, rate.Note = verdictNA, "information: reported beside the exchanges of scenario 2"
+	cpu := newCheck("server CPU per grant", res.ServerCPUPerRequestUs, "<=", 0, "µs")
+	cpu.Verdict, cpu.Note = verdictNA, "information"
+	s.Checks = append(s.Checks, rate, cpu)
+	return s, nil
+}
