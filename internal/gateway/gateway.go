@@ -307,17 +307,7 @@ func (g *Gateway) isPublic(norm string) bool {
 	if !under(norm, g.base) {
 		return false
 	}
-	rel := strings.TrimPrefix(norm, g.base)
-	for _, p := range g.public {
-		if prefix, ok := strings.CutSuffix(p, "/*"); ok {
-			if under(rel, prefix) {
-				return true
-			}
-		} else if rel == p {
-			return true
-		}
-	}
-	return false
+	return matchesAny(strings.TrimPrefix(norm, g.base), g.public)
 }
 
 // setIdentity hands the caller's identity to the backend.

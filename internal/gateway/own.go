@@ -82,7 +82,8 @@ func (g *Gateway) allPassthrough(views []string) bool {
 }
 
 // matchesAny tells whether the normalised path p is one of paths (exact,
-// or below a "/*" entry).
+// or below a "/*" entry). Public paths and passthrough paths are matched
+// alike.
 func matchesAny(p string, paths []string) bool {
 	for _, q := range paths {
 		if prefix, ok := strings.CutSuffix(q, "/*"); ok {
