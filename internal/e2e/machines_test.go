@@ -94,7 +94,7 @@ func TestMedplumCLISignsInByItself(t *testing.T) {
 	base := s.gateway + "/"
 	wantWhoami := func(t *testing.T, out string) {
 		t.Helper()
-		if !strings.Contains(out, "(ClientApplication/ci)") || !strings.Contains(out, "(Project/alpha)") {
+		if !strings.Contains(out, "Profile: ci (ClientApplication/ci)") || !strings.Contains(out, "Project: alpha (Project/alpha)") {
 			t.Fatalf("whoami does not name the ci client and its project:\n%s", out)
 		}
 	}

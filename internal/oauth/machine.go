@@ -43,7 +43,7 @@ func (s *Server) clientCredentialsGrant(r *http.Request, f form) (*tokenResponse
 		User:          store.Reference{Reference: "ClientApplication/" + client.ID},
 		Membership:    store.Reference{Reference: "ProjectMembership/" + m.ID},
 		Client:        &store.Reference{Reference: "ClientApplication/" + client.ID},
-		Project:       &store.Reference{Reference: "Project/" + client.Meta.Project},
+		Project:       s.projectRef(ctx, client.Meta.Project),
 		Profile:       machineProfile(client, m),
 		AuthMethod:    "client_credentials",
 		AuthTime:      s.o.Now().UTC().Format(time.RFC3339),
@@ -142,12 +142,24 @@ func (s *Server) machineMembership(ctx context.Context, c *store.ClientApplicati
 }
 
 // machineProfile is the membership's profile, ClientApplication/{id} when
-// it names none.
+// it names none; the client's own profile is displayed by its name, as
+// Medplum's token response does (the CLI's whoami prints it).
 func machineProfile(c *store.ClientApplication, m *store.ProjectMembership) *store.Reference {
-	if m.Profile != nil {
+	own := "ClientApplication/" + c.ID
+	if m.Profile != nil && (m.Profile.Reference != own || m.Profile.Display != "") {
 		return m.Profile
 	}
-	return &store.Reference{Reference: "ClientApplication/" + c.ID}
+	return &store.Reference{Reference: own, Display: c.Name}
+}
+
+// projectRef is the project's reference, displayed by its name when it can
+// be read.
+func (s *Server) projectRef(ctx context.Context, id string) *store.Reference {
+	ref := &store.Reference{Reference: "Project/" + id}
+	if p, err := store.Get[store.Project](ctx, s.o.Store, id); err == nil {
+		ref.Display = p.Name
+	}
+	return ref
 }
 
 // withoutScopes drops names from a space-separated scope.
