@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
@@ -172,7 +173,7 @@ func (s *Server) clientKeySet(ctx context.Context, c *store.ClientApplication, r
 		if err != nil {
 			return nil, oauthErr(http.StatusUnauthorized, errInvalidClient, "client_keys", "the client's jwks does not parse")
 		}
-		return set, nil
+		return asymmetricKeys(set), nil
 	}
 	set, err := s.keys.get(ctx, c.JWKSURI, refetch)
 	if err != nil {
@@ -273,5 +274,18 @@ func (k *clientKeys) fetch(ctx context.Context, uri string) (jwk.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing jwks: %w", err)
 	}
-	return set, nil
+	return asymmetricKeys(set), nil
+}
+
+// asymmetricKeys drops symmetric ("oct") keys from a client's key set: a
+// private_key_jwt assertion is signed with a private key, and an HMAC key
+// published in a key set is no secret.
+func asymmetricKeys(set jwk.Set) jwk.Set {
+	out := jwk.NewSet()
+	for i := range set.Len() {
+		if k, ok := set.Key(i); ok && k.KeyType() != jwa.OctetSeq() {
+			_ = out.AddKey(k) // keys of a parsed set are valid and distinct
+		}
+	}
+	return out
 }

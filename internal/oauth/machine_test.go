@@ -5,7 +5,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -116,6 +118,24 @@ func TestClientCredentialsTable(t *testing.T) {
 	e.machine("ci", func(c *store.ClientApplication) { c.Secret, c.RetiringSecret = "new-secret-value", "old-secret-value" }, true)
 	e.machine("keyed", func(c *store.ClientApplication) { c.JWKS = key.set }, false)
 	e.machine("keyed-uri", func(c *store.ClientApplication) { c.JWKSURI = jwks.URL + "/jwks.json" }, false)
+	octSecret := []byte("a-symmetric-key-published-in-the-jwks!!")
+	octKey, err := jwk.Import(octSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octSet := jwk.NewSet()
+	_ = octSet.AddKey(octKey)
+	octJSON, _ := json.Marshal(octSet)
+	e.machine("keyed-oct", func(c *store.ClientApplication) { c.JWKS = octJSON }, false)
+	hs256 := func() string {
+		tok, _ := jwt.NewBuilder().Issuer("keyed-oct").Subject("keyed-oct").Audience([]string{testIssuer}).
+			JwtID("hs").Expiration(time.Now().Add(time.Minute)).Build()
+		signed, err := jwt.Sign(tok, jwt.WithKey(jwa.HS256(), octSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(signed)
+	}()
 	e.machine("off", func(c *store.ClientApplication) { c.Secret, c.Status = "off-secret-value", "off" }, false)
 	lone := &store.ClientApplication{Name: "lone", Secret: "lone-secret-value"}
 	lone.Meta.Project = "p1"
@@ -176,6 +196,8 @@ func TestClientCredentialsTable(t *testing.T) {
 		})), status: 200},
 		{name: "assertion for another client", form: assertionForm("keyed", key.assertion(t, "keyed-uri", nil)), status: 401, code: errInvalidClient},
 		{name: "assertion without jti", form: assertionForm("keyed", key.assertion(t, "keyed", func(b *jwt.Builder) { b.JwtID("") })), status: 401, code: errInvalidClient, description: "jti"},
+		{name: "HS256 with a symmetric key of the jwks", form: assertionForm("keyed-oct", hs256), status: 401, code: errInvalidClient, description: "does not verify"},
+		{name: "alg none", form: assertionForm("keyed", unsignedAssertion("keyed")), status: 401, code: errInvalidClient, description: "does not verify"},
 		{name: "client without keys", form: assertionForm("ci", key.assertion(t, "ci", nil)), status: 401, code: errInvalidClient, description: "no keys"},
 		{name: "wrong assertion type", form: func() url.Values {
 			f := assertionForm("keyed", key.assertion(t, "keyed", nil))
@@ -282,4 +304,11 @@ func TestMachineLoginExpiresWithItsAccessToken(t *testing.T) {
 	if !ok || ttl != 600*time.Second {
 		t.Fatalf("the Login was written with TTL %s (written: %v), want the access token's 600s", ttl, ok)
 	}
+}
+
+// unsignedAssertion is an assertion with alg "none".
+func unsignedAssertion(client string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	claims := fmt.Sprintf(`{"iss":%q,"sub":%q,"aud":%q,"jti":"none-1","exp":%d}`, client, client, testIssuer, time.Now().Add(time.Minute).Unix())
+	return enc([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc([]byte(claims)) + "."
 }
