@@ -34,11 +34,8 @@ func (h *harness) machineScenario(ctx context.Context, m *mainInstance) (*scenar
 	if err != nil {
 		return s, err
 	}
+	// No target: the row's throughput and Caddy CPU per request are the
+	// grants/s and the CPU of each, reported beside scenario 2's exchanges.
 	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("client_credentials grants, c=%d", c), Load: res})
-	rate := newCheck("client_credentials grants/s", res.Throughput, ">=", 0, "/s")
-	rate.Verdict, rate.Note = verdictNA, "information: reported beside the exchanges of scenario 2"
-	cpu := newCheck("server CPU per grant", res.ServerCPUPerRequestUs, "<=", 0, "µs")
-	cpu.Verdict, cpu.Note = verdictNA, "information"
-	s.Checks = append(s.Checks, rate, cpu)
 	return s, nil
 }
