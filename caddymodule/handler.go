@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
@@ -122,14 +120,9 @@ type Handler struct {
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	gw     *gateway.Gateway
-	bots   *botapi.API
+	bots   *botAPI
 	app    *App
 	logger *zap.Logger
-	// storeDir is the store this handler holds a use of while its bot API
-	// writes to it ("" when it holds none, or its bot API's watcher does);
-	// released is closed once the watcher has let the store go.
-	storeDir string
-	released chan struct{}
 }
 
 // IdentityHeaders name the identity headers; an empty name keeps the default.
@@ -160,50 +153,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	// The bot API writes audit events and job results until its runs end,
-	// which can be after the app's Cleanup: Caddy cleans modules up in no
-	// fixed order, and a reload lets runs go on. So the handler holds its
-	// own use of the store until then, and the store outlives its writes.
-	if _, err := openStore(app.dir, h.logger); err != nil {
-		return fmt.Errorf("opening store: %w", err)
-	}
-	h.storeDir = app.dir
-	h.bots, err = botapi.New(botapi.Options{
-		Store:          app.Store(),
-		Runner:         app.runner,
-		Compiler:       app.compiler,
-		DefaultRuntime: app.BotDefaultRuntime,
-		MaxBody:        h.MaxBody,
-		AuditRetention: time.Duration(app.AuditRetention),
-		ShutdownGrace:  time.Duration(app.BotShutdownGrace),
-		Logger:         h.logger,
-		OnExecute:      observeBot,
-
-		MaxCallsPerRequest: app.BotMaxCallsPerRequest,
-		AsyncResultMax:     int(app.BotAsyncResultMax),
-		ProjectRecordsMax:  app.ProjectBotRecordsMax,
-		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
-		OnRecordRefused:    observeRecordRefused,
-	})
+	h.bots, err = newBotAPI(app, h.logger, h.MaxBody)
 	if err != nil {
 		return err
 	}
-	// Caddy stops the HTTP servers before it cleans up modules and, by
-	// default, waits for every request: the grace must start when the exit
-	// does, not at Cleanup. A reloaded-away config's runs are covered too.
-	h.released = make(chan struct{})
-	go func(bots *botapi.API, dir string, released chan struct{}) {
-		defer close(released)
-		select {
-		case <-processExiting():
-			bots.Shutdown()
-		case <-bots.Done():
-		}
-		if err := releaseStore(dir); err != nil {
-			h.logger.Error("releasing the store after the bot runs ended", zap.Error(err))
-		}
-	}(h.bots, h.storeDir, h.released)
-	h.storeDir = "" // the goroutine releases it
 
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
@@ -245,24 +198,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
 // events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
-	if h.storeDir != "" { // Provision failed before the bot API took the store over
-		_ = releaseStore(h.storeDir)
-		h.storeDir = ""
-	}
-	if h.bots == nil {
-		return nil
-	}
-	if caddy.Exiting() {
-		h.bots.Shutdown()
-		<-h.released // the store is closed before the process exits
-		return nil
-	}
-	h.bots.Close()
-	select {
-	case <-h.bots.Done(): // no run was going: let the store go now (`caddy validate` exits next)
-		<-h.released
-	default: // runs go on; the watcher lets the store go when they end
-	}
+	h.bots.cleanup(caddy.Exiting())
 	return nil
 }
 

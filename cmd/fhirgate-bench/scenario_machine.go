@@ -7,20 +7,20 @@ import (
 	"net/http"
 )
 
-// The machine client scenario 7 signs in with; declared in every bench
+// The machine client scenario 8 signs in with; declared in every bench
 // Caddyfile. Its membership comes with the declaration.
 const (
 	benchMachine       = "bench-machine"
 	benchMachineSecret = "bench-machine-secret-0123456789abcdef"
 )
 
-// machineScenario is scenario 7: client_credentials grants with a client
+// machineScenario is scenario 8: client_credentials grants with a client
 // secret in Basic, as the Medplum CLI signs in on every command. Each
 // grant verifies the secret (remembered after the first), reads the
 // client's membership, writes a Login and signs a token; the CPU per grant
 // is reported beside the rate.
 func (h *harness) machineScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 7, Title: "machine sign-in (POST /oauth2/token, grant_type=client_credentials)"}
+	s := &scenario{ID: 8, Title: "machine sign-in (POST /oauth2/token, grant_type=client_credentials)"}
 	c := h.set.Concurrency
 	grant := requestSpec{
 		Method: http.MethodPost, URL: "http://" + m.p.sites.gateway + "/oauth2/token",
@@ -30,7 +30,7 @@ func (h *harness) machineScenario(ctx context.Context, m *mainInstance) (*scenar
 		},
 		Body: "grant_type=client_credentials",
 	}
-	res, err := h.load(ctx, m.p, "7-client-credentials", h.spec(c, grant))
+	res, err := h.load(ctx, m.p, "8-client-credentials", h.spec(c, grant))
 	if err != nil {
 		return s, err
 	}
