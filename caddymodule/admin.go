@@ -125,6 +125,7 @@ func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 			}
 			// A backup from an older release brings its email index back.
 			migrateEmailIndex(st, a.logger)
+			migrateClientSecrets(st, a.logger)
 			a.logger.Info("store restored from backup")
 			return nil
 		},

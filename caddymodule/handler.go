@@ -21,11 +21,14 @@ func init() {
 }
 
 // Handler is the fhirgate middleware. On its site it answers fhirgate's own
-// endpoints (`/oauth2/token`, `/oauth2/revoke`, `/oauth2/introspect`,
+// endpoints (every path under `/oauth2/`: `token`, `revoke`, `introspect`,
+// `logout`, `userinfo`, any other with 404; `/auth/exchange`, `/auth/me`,
 // `/.well-known/jwks.json`, `/.well-known/openid-configuration`,
 // `/.well-known/oauth-authorization-server`), and requires a valid fhirgate
-// bearer token for every request under `fhir_base` before passing it on to
-// the next handler, normally `reverse_proxy`.
+// bearer token (or, with `basic_auth on`, a client's Basic credentials)
+// for every request under `fhir_base` before passing it on to the next
+// handler, normally `reverse_proxy`. Outside `fhir_base`, requests pass
+// through without a fhirgate token (see `token_passthrough`).
 //
 // A request under `fhir_base` without a valid token is answered 401 with an
 // RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
@@ -95,6 +98,23 @@ type Handler struct {
 	// `X-Fhirgate-Project`, `X-Fhirgate-Client`, `X-Fhirgate-Scope`.
 	IdentityHeaders *IdentityHeaders `json:"identity_headers,omitempty"`
 
+	// BasicAuth, when true (Caddyfile `basic_auth on`), accepts
+	// `Authorization: Basic base64(client_id:secret)` wherever a bearer
+	// token is accepted, as that client's own credentials (Medplum's Basic
+	// authentication; the client needs a secret and a membership). The
+	// identity of a Basic header is cached for as long as a bearer
+	// token's sign-in. Default: false, Basic is refused with 401.
+	BasicAuth bool `json:"basic_auth,omitempty"`
+
+	// TokenPassthrough lists paths outside `fhir_base` served by services
+	// that verify fhirgate's tokens themselves (through the published
+	// JWKS); requests to them keep their fhirgate bearer token. On every
+	// other path outside `fhir_base`, an `Authorization` header carrying a
+	// fhirgate token is removed before the request goes on, so the site
+	// never receives one unasked. A path ending in `/*` covers everything
+	// below it. Default: none.
+	TokenPassthrough []string `json:"token_passthrough,omitempty"`
+
 	// MaxBody bounds the body of a bot `$execute` request, in bytes; a
 	// larger one is answered 413. Default: 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
@@ -146,6 +166,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		PublicUpstreamAuth: h.PublicUpstreamAuth,
 		UpstreamAuth:       h.UpstreamAuth,
 		UpstreamToken:      repl.ReplaceKnown(h.UpstreamToken, ""),
+		BasicAuth:          h.BasicAuth,
+		TokenPassthrough:   h.TokenPassthrough,
 		OAuth:              app.oauth,
 		Operations:         h.bots.Handler,
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,

@@ -68,6 +68,9 @@ func (c caddyConfig) caddyfile() string {
 	w("\t\t\tclient %s {", benchClient)
 	w("\t\t\t\tuserinfo_url http://%s/userinfo", c.idp)
 	w("\t\t\t}")
+	w("\t\t\tclient %s {", benchMachine)
+	w("\t\t\t\tsecret %s", benchMachineSecret)
+	w("\t\t\t}")
 	for i := range c.declaredUsers {
 		w("\t\t\tuser %s {", userEmail(i))
 		w("\t\t\t\tprofile Practitioner/p%d", i)
