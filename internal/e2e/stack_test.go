@@ -180,7 +180,7 @@ func startStackWith(t *testing.T, tmpl, extra string) *stack {
 	t.Helper()
 	idp := newIdP(t, map[string]string{
 		"alice-token": `{"sub":"sub-alice","email":"alice@example.com","email_verified":true}`,
-		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com"}`,
+		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com","email_verified":true}`,
 	})
 	be := newBackend(t)
 	cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: idp.URL, Backend: be.URL, Extra: extra}
