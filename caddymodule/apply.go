@@ -122,6 +122,9 @@ func checkProject(ctx context.Context, st *store.Store, c deploy.Compiler, pid s
 			Name: cid,
 			IdentityProvider: &store.IdentityProvider{
 				UserInfoURL:          c.UserinfoURL,
+				JWKSURI:              c.JWKSURI,
+				Issuer:               c.Issuer,
+				Audience:             c.Audience,
 				UseSubject:           c.UseSubject,
 				AllowUnverifiedEmail: c.AllowUnverifiedEmail,
 				Timeout:              durationString(c.Timeout),

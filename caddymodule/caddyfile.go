@@ -56,6 +56,9 @@ func init() {
 //			name <display name>
 //			client <client_id> {
 //				userinfo_url <url>
+//				jwks_uri     <url>
+//				issuer       <iss>
+//				audience     <aud>...
 //				use_subject
 //				allow_unverified_email
 //				secret            <secret>
@@ -242,6 +245,17 @@ func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
 		switch d.Val() {
 		case "userinfo_url":
 			return oneArg(d, &c.UserinfoURL)
+		case "jwks_uri":
+			return oneArg(d, &c.JWKSURI)
+		case "issuer":
+			return oneArg(d, &c.Issuer)
+		case "audience":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			c.Audience = append(c.Audience, args...)
+			return nil
 		case "use_subject":
 			return flag(d, &c.UseSubject)
 		case "allow_unverified_email":
