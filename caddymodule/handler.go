@@ -195,6 +195,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		UpstreamToken:      repl.ReplaceKnown(h.UpstreamToken, ""),
 		OAuth:              app.oauth,
 		Operations:         h.bots.Handler,
+		SiteOperations:     h.bots.SiteHandler,
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
 		ErrorStatus:        errorStatus,
 		OnAuthenticated:    setPlaceholders,
