@@ -41,6 +41,14 @@ func newBackend(t *testing.T) *backend {
 		b.requests = append(b.requests, r.Clone(r.Context()))
 		b.mu.Unlock()
 		w.Header().Set("Content-Type", "application/fhir+json")
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Binary") && !strings.Contains(r.Header.Get("Content-Type"), "json") {
+			// A raw Binary upload (Medplum's createBinary): stored as
+			// a FHIR server does, answered as a Binary resource.
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"resourceType":"Binary","id":"new-1","contentType":"` + strings.ReplaceAll(r.Header.Get("Content-Type"), `"`, "") + `"}`))
+			return
+		}
 		if r.Method == http.MethodPost {
 			// Create: echo the resource back with an id, as FHIR servers do.
 			body, _ := io.ReadAll(r.Body)
