@@ -250,12 +250,7 @@ func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
 		case "issuer":
 			return oneArg(d, &c.Issuer)
 		case "audience":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			c.Audience = append(c.Audience, args...)
-			return nil
+			return moreArgs(d, &c.Audience)
 		case "use_subject":
 			return flag(d, &c.UseSubject)
 		case "allow_unverified_email":
@@ -295,12 +290,7 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 	return namedBlock(d, &p.Bots, "bot '%s' already declared in this project", func(b *BotConfig) error {
 		switch d.Val() {
 		case "identifier":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			b.Identifiers = append(b.Identifiers, args...)
-			return nil
+			return moreArgs(d, &b.Identifiers)
 		case "source":
 			var src string
 			if err := oneArg(d, &src); err != nil {
@@ -365,6 +355,17 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 	if !d.AllArgs(dst) {
 		return d.ArgErr()
 	}
+	return nil
+}
+
+// moreArgs appends an option's one or more arguments to dst; the option
+// may repeat.
+func moreArgs(d *caddyfile.Dispenser, dst *[]string) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	*dst = append(*dst, args...)
 	return nil
 }
 
