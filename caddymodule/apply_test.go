@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -414,4 +415,53 @@ func TestProvisionRefusesAConflictWithStoredRecords(t *testing.T) {
 		t.Fatalf("provisioning a taken identifier: %v", err)
 	}
 	sameSnapshot(t, "refused provisioning", before, snapshot(t, st))
+}
+
+// TestApplyClientKeySet: a client's jwks_uri, issuer and audience reach the
+// stored ClientApplication, and a key set without an issuer is refused at
+// load, naming the client.
+func TestApplyClientKeySet(t *testing.T) {
+	tests := []struct {
+		name    string
+		client  *ClientConfig
+		wantErr string
+	}{
+		{name: "keys and userinfo", client: &ClientConfig{UserinfoURL: "https://idp.test/userinfo", JWKSURI: "https://idp.test/keys", Issuer: "https://idp.test/", Audience: []string{"api", "spa"}}},
+		{name: "keys only", client: &ClientConfig{JWKSURI: "https://idp.test/keys", Issuer: "https://idp.test/", Audience: []string{"api"}}},
+		{name: "keys without issuer", client: &ClientConfig{JWKSURI: "https://idp.test/keys", Audience: []string{"api"}}, wantErr: "client c: identityProvider.issuer"},
+		{name: "neither", client: &ClientConfig{}, wantErr: "client c: identityProvider.userInfoUrl"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kv.Close()
+			st := store.New(kv, store.Options{})
+			a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Clients: map[string]*ClientConfig{"c": tt.client}}}}
+			d, err := a.checkDeclared(ctx, st)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err == nil {
+				err = a.writeDeclared(ctx, st, d, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := store.Get[store.ClientApplication](ctx, st, "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			idp := c.IdentityProvider
+			if idp.JWKSURI != tt.client.JWKSURI || idp.Issuer != tt.client.Issuer || !slices.Equal(idp.Audience, tt.client.Audience) || idp.UserInfoURL != tt.client.UserinfoURL {
+				t.Fatalf("stored identity provider %+v", idp)
+			}
+		})
+	}
 }
