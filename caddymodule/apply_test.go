@@ -284,25 +284,9 @@ func TestApplyBotAuditEventTrigger(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.trigger, func(t *testing.T) {
 			ctx := context.Background()
-			kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kv.Close()
-			st := store.New(kv, store.Options{})
-			a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}}}}
-			d, err := a.checkDeclared(ctx, st)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
+			st, ok := applyProjects(t, map[string]*ProjectConfig{"p": {Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}}}, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err == nil {
-				err = a.writeDeclared(ctx, st, d, nil)
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var bot store.Bot
 			if err := st.Read(ctx, "Bot", declaredID("bot", "p", "b"), &bot); err != nil {
@@ -434,25 +418,9 @@ func TestApplyClientKeySet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kv.Close()
-			st := store.New(kv, store.Options{})
-			a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Clients: map[string]*ClientConfig{"c": tt.client}}}}
-			d, err := a.checkDeclared(ctx, st)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
+			st, ok := applyProjects(t, map[string]*ProjectConfig{"p": {Clients: map[string]*ClientConfig{"c": tt.client}}}, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err == nil {
-				err = a.writeDeclared(ctx, st, d, nil)
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			c, err := store.Get[store.ClientApplication](ctx, st, "c")
 			if err != nil {
@@ -464,4 +432,33 @@ func TestApplyClientKeySet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// applyProjects checks and writes declared projects into a new store, as a
+// config load does. With wantErr it expects the check to fail with that
+// text and reports false; otherwise it returns the store.
+func applyProjects(t *testing.T, projects map[string]*ProjectConfig, wantErr string) (*store.Store, bool) {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kv.Close() })
+	st := store.New(kv, store.Options{})
+	a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: projects}
+	d, err := a.checkDeclared(ctx, st)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want %q", err, wantErr)
+		}
+		return nil, false
+	}
+	if err == nil {
+		err = a.writeDeclared(ctx, st, d, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, true
 }

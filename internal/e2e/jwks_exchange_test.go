@@ -40,14 +40,7 @@ func TestExchangeVerifiesJWTsByKeySet(t *testing.T) {
 		now := time.Now().Unix()
 		c := map[string]any{"iss": issuer, "aud": audience, "sub": "sub-alice", "iat": now, "exp": now + 300,
 			"email": "alice@example.com", "email_verified": true}
-		for k, v := range edits {
-			if v == nil {
-				delete(c, k)
-			} else {
-				c[k] = v
-			}
-		}
-		return c
+		return idptest.Edit(c, edits)
 	}
 	exchange := func(tok, tokType string) response {
 		form := url.Values{

@@ -59,14 +59,7 @@ func (j *jwksEnv) token(edits map[string]any) string {
 		"iss": jwtIssuer, "aud": jwtAudience, "sub": "idp|alice", "exp": now + 300, "iat": now,
 		"email": "alice@example.com", "email_verified": true,
 	}
-	for k, v := range edits {
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-	}
-	return j.key.Sign(c)
+	return j.key.Sign(idptest.Edit(c, edits))
 }
 
 func TestExchangeVerifiesJWTSubjectTokens(t *testing.T) {

@@ -72,14 +72,7 @@ func (w *jwksWorld) claims(edits map[string]any) map[string]any {
 		"iat": now, "exp": now + 600,
 		"email": "ann@example.test", "email_verified": true,
 	}
-	for k, v := range edits {
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-	}
-	return c
+	return idptest.Edit(c, edits)
 }
 
 func (w *jwksWorld) identify(token string, idToken bool) (*Info, error) {

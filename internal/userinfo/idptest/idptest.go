@@ -143,6 +143,24 @@ func JWKS(keys ...*Key) []byte {
 	return b
 }
 
+// Edit returns a copy of claims with edits applied: a nil value deletes
+// the claim, any other sets it. Tests use it to derive a bad token from a
+// good one.
+func Edit(claims, edits map[string]any) map[string]any {
+	out := make(map[string]any, len(claims)+len(edits))
+	for k, v := range claims {
+		out[k] = v
+	}
+	for k, v := range edits {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // HS256 mints an HMAC-SHA256 JWS with secret, e.g. a public key's bytes.
 func HS256(secret []byte, kid string, claims map[string]any) string {
 	input := encode(map[string]any{"alg": "HS256", "kid": kid, "typ": "JWT"}) + "." + encode(claims)
