@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,25 +284,9 @@ func TestApplyBotAuditEventTrigger(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.trigger, func(t *testing.T) {
 			ctx := context.Background()
-			kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kv.Close()
-			st := store.New(kv, store.Options{})
-			a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: map[string]*ProjectConfig{"p": {Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}}}}
-			d, err := a.checkDeclared(ctx, st)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
+			st, ok := applyProjects(t, map[string]*ProjectConfig{"p": {Bots: map[string]*BotConfig{"b": {AuditEventTrigger: tt.trigger}}}}, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err == nil {
-				err = a.writeDeclared(ctx, st, d, nil)
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var bot store.Bot
 			if err := st.Read(ctx, "Bot", declaredID("bot", "p", "b"), &bot); err != nil {
@@ -414,4 +399,72 @@ func TestProvisionRefusesAConflictWithStoredRecords(t *testing.T) {
 		t.Fatalf("provisioning a taken identifier: %v", err)
 	}
 	sameSnapshot(t, "refused provisioning", before, snapshot(t, st))
+}
+
+// TestApplyClientKeySet: a client's idp_jwks_uri, idp_issuer and idp_audience reach the
+// stored ClientApplication, a key set without an issuer is refused at load,
+// naming the client, and a client naming no provider stores none.
+func TestApplyClientKeySet(t *testing.T) {
+	tests := []struct {
+		name    string
+		client  *ClientConfig
+		wantErr string
+	}{
+		{name: "keys and userinfo", client: &ClientConfig{UserinfoURL: "https://idp.test/userinfo", IdPJWKSURI: "https://idp.test/keys", IdPIssuer: "https://idp.test/", IdPAudience: []string{"api", "spa"}}},
+		{name: "keys only", client: &ClientConfig{IdPJWKSURI: "https://idp.test/keys", IdPIssuer: "https://idp.test/", IdPAudience: []string{"api"}}},
+		{name: "keys without issuer", client: &ClientConfig{IdPJWKSURI: "https://idp.test/keys", IdPAudience: []string{"api"}}, wantErr: "client c: identityProvider.issuer"},
+		{name: "neither: a client that only signs in as itself", client: &ClientConfig{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, ok := applyProjects(t, map[string]*ProjectConfig{"p": {Clients: map[string]*ClientConfig{"c": tt.client}}}, tt.wantErr)
+			if !ok {
+				return
+			}
+			c, err := store.Get[store.ClientApplication](ctx, st, "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			idp := c.IdentityProvider
+			if tt.client.UserinfoURL == "" && tt.client.IdPJWKSURI == "" {
+				if idp != nil {
+					t.Fatalf("identity provider %+v stored for a client that names none", idp)
+				}
+				return
+			}
+			if idp.JWKSURI != tt.client.IdPJWKSURI || idp.Issuer != tt.client.IdPIssuer || !slices.Equal(idp.Audience, tt.client.IdPAudience) || idp.UserInfoURL != tt.client.UserinfoURL {
+				t.Fatalf("stored identity provider %+v", idp)
+			}
+		})
+	}
+}
+
+// applyProjects checks and writes declared projects into a new store, as a
+// config load does. With wantErr it expects the check to fail with that
+// text and reports false; otherwise it returns the store.
+func applyProjects(t *testing.T, projects map[string]*ProjectConfig, wantErr string) (*store.Store, bool) {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kv.Close() })
+	st := store.New(kv, store.Options{})
+	a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: projects}
+	d, err := a.checkDeclared(ctx, st)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want %q", err, wantErr)
+		}
+		return nil, false
+	}
+	if err == nil {
+		err = a.writeDeclared(ctx, st, d, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, true
 }

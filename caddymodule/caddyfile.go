@@ -57,6 +57,9 @@ func init() {
 //			name <display name>
 //			client <client_id> {
 //				userinfo_url <url>
+//				idp_jwks_uri <url>
+//				idp_issuer   <iss>
+//				idp_audience <aud>...
 //				use_subject
 //				allow_unverified_email
 //				secret            <secret>
@@ -253,6 +256,12 @@ func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
 		switch d.Val() {
 		case "userinfo_url":
 			return oneArg(d, &c.UserinfoURL)
+		case "idp_jwks_uri":
+			return oneArg(d, &c.IdPJWKSURI)
+		case "idp_issuer":
+			return oneArg(d, &c.IdPIssuer)
+		case "idp_audience":
+			return moreArgs(d, &c.IdPAudience)
 		case "use_subject":
 			return flag(d, &c.UseSubject)
 		case "allow_unverified_email":
@@ -298,12 +307,7 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 	return namedBlock(d, &p.Bots, "bot '%s' already declared in this project", func(b *BotConfig) error {
 		switch d.Val() {
 		case "identifier":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			b.Identifiers = append(b.Identifiers, args...)
-			return nil
+			return moreArgs(d, &b.Identifiers)
 		case "source":
 			var src string
 			if err := oneArg(d, &src); err != nil {
@@ -368,6 +372,17 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 	if !d.AllArgs(dst) {
 		return d.ArgErr()
 	}
+	return nil
+}
+
+// moreArgs appends an option's one or more arguments to dst; the option
+// may repeat.
+func moreArgs(d *caddyfile.Dispenser, dst *[]string) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	*dst = append(*dst, args...)
 	return nil
 }
 

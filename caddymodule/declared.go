@@ -30,21 +30,43 @@ type ProjectConfig struct {
 }
 
 // ClientConfig declares a ClientApplication: one that exchanges tokens of
-// an external identity provider (`userinfo_url`), one that signs in as
+// an external identity provider (`userinfo_url` or `idp_jwks_uri`), one that signs in as
 // itself with `client_credentials` (`secret` or `jwks_uri`), or both.
 type ClientConfig struct {
 	// UserinfoURL is the identity provider's OpenID Connect userinfo
-	// endpoint, called with the subject token during token exchange.
-	// Required for token exchange; a client that only signs in as itself
-	// needs none.
+	// endpoint, called with the subject token during token exchange (for
+	// a JWT subject token only when `idp_jwks_uri` is set and the verified
+	// token lacks the claims the match needs). Token exchange needs it or
+	// `idp_jwks_uri`; a client that only signs in as itself needs neither.
 	UserinfoURL string `json:"userinfo_url,omitempty"`
+
+	// IdPJWKSURI is the identity provider's key set (its discovery
+	// document's `jwks_uri`). With it, a subject token that is a JWT is
+	// verified here, by signature (RS*, PS*, ES*, EdDSA), `exp`/`nbf`,
+	// `idp_issuer` and `idp_audience`, without a userinfo call, and ID
+	// tokens are accepted as subject tokens. The keys are cached,
+	// refetched after 10 minutes and on an unknown `kid` (at most every 30
+	// seconds), and used for up to an hour while the provider cannot be
+	// reached. (`jwks_uri` is the client's own keys, for machine sign-in.)
+	IdPJWKSURI string `json:"idp_jwks_uri,omitempty"`
+
+	// IdPIssuer is the `iss` a verified token must carry, exactly.
+	// Required with `idp_jwks_uri`.
+	IdPIssuer string `json:"idp_issuer,omitempty"`
+
+	// IdPAudience lists the values of which a verified token's `aud` must
+	// hold one: the API audience of access tokens, and the provider-side
+	// client id of ID tokens. Required with `idp_jwks_uri`.
+	IdPAudience []string `json:"idp_audience,omitempty"`
 
 	// UseSubject matches people by the provider's `sub` claim against the
 	// membership's external id, instead of by email.
 	UseSubject bool `json:"use_subject,omitempty"`
 
-	// AllowUnverifiedEmail accepts an email the provider marks
-	// `email_verified: false`. Default: such exchanges are refused.
+	// AllowUnverifiedEmail matches people by an email the provider does
+	// not vouch for: `email_verified` false or absent. Default: only
+	// `email_verified: true` matches by email. Set it only for a provider
+	// that lets no one choose an address they do not own.
 	AllowUnverifiedEmail bool `json:"allow_unverified_email,omitempty"`
 
 	// Secret makes this a confidential client: token requests must then

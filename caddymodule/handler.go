@@ -170,6 +170,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		TokenPassthrough:   h.TokenPassthrough,
 		OAuth:              app.oauth,
 		Operations:         h.bots.Handler,
+		SiteOperations:     h.bots.SiteHandler,
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
 		ErrorStatus:        errorStatus,
 		OnAuthenticated:    setPlaceholders,

@@ -10,11 +10,15 @@ import (
 // declaredIdentityProvider is the client's identity provider, or nil for a
 // client that only signs in as itself.
 func declaredIdentityProvider(c *ClientConfig) *store.IdentityProvider {
-	if c.UserinfoURL == "" && !c.UseSubject && !c.AllowUnverifiedEmail && c.Timeout == 0 && c.CacheTTL == 0 {
+	if c.UserinfoURL == "" && c.IdPJWKSURI == "" && c.IdPIssuer == "" && len(c.IdPAudience) == 0 &&
+		!c.UseSubject && !c.AllowUnverifiedEmail && c.Timeout == 0 && c.CacheTTL == 0 {
 		return nil
 	}
 	return &store.IdentityProvider{
 		UserInfoURL:          c.UserinfoURL,
+		JWKSURI:              c.IdPJWKSURI,
+		Issuer:               c.IdPIssuer,
+		Audience:             c.IdPAudience,
 		UseSubject:           c.UseSubject,
 		AllowUnverifiedEmail: c.AllowUnverifiedEmail,
 		Timeout:              durationString(c.Timeout),

@@ -71,6 +71,12 @@ func (c caddyConfig) caddyfile() string {
 	w("\t\t\tclient %s {", benchMachine)
 	w("\t\t\t\tsecret %s", benchMachineSecret)
 	w("\t\t\t}")
+	w("\t\t\tclient %s {", jwtClient)
+	w("\t\t\t\tuserinfo_url http://%s/userinfo", c.idp)
+	w("\t\t\t\tidp_jwks_uri http://%s/jwks.json", c.idp)
+	w("\t\t\t\tidp_issuer %s", jwtIssuer)
+	w("\t\t\t\tidp_audience %s", jwtAudience)
+	w("\t\t\t}")
 	for i := range c.declaredUsers {
 		w("\t\t\tuser %s {", userEmail(i))
 		w("\t\t\t\tprofile Practitioner/p%d", i)

@@ -29,7 +29,8 @@ type harness struct {
 	caddyBin   string
 	self       string // this binary, run again as the load generator
 	backend    *loopbackServer
-	idp        *loopbackServer
+	idp        *benchIdP // the identity-provider stand-in, served at idpAddr
+	idpAddr    string
 	profileDir string // when set, Caddy CPU profiles are saved here
 	nonce      string // makes this run's subject tokens unique
 	specs      int    // load specs written so far
@@ -330,7 +331,7 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 		return nil, err
 	}
 	cfg := caddyConfig{
-		sites: s, storageDir: storeDir, backend: h.backend.addr, idp: h.idp.addr,
+		sites: s, storageDir: storeDir, backend: h.backend.addr, idp: h.idpAddr,
 		declaredUsers: declared, respondBody: echoInput,
 		botIsolation: h.set.BotIsolation, botMax: h.set.BotMaxConcurrent, botRuns: h.set.BotRunsPerWorker,
 	}

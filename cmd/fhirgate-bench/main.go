@@ -14,7 +14,8 @@
 // userinfo cache warm and useless; 3 bot $execute vs an authenticated
 // respond of the same size; 4 HL7 parse+read+serialise vs @medplum/core in
 // Node; 5 Caddy's RSS idle, after mixed requests and over a soak; 6
-// per-request cost as stored users and bots grow.
+// per-request cost as stored users and bots grow; 7 token exchange of
+// JWKS-verified JWTs vs opaque tokens through userinfo.
 //
 // It exits 1 when any request failed or a scenario could not run, and 0
 // otherwise, also when targets are missed: CI runs -short on noisy
@@ -129,7 +130,7 @@ func exitCode(rep *report, err error) int {
 }
 
 // lastScenario is the highest scenario number.
-const lastScenario = 8
+const lastScenario = 9
 
 // parseOnly reads -only; nil means every scenario.
 func parseOnly(s string) ([]int, error) {
@@ -210,7 +211,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -223,12 +224,17 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 		return rep, err
 	}
 	defer h.backend.Close()
-	if h.idp, err = startLoopback(newIdP()); err != nil {
+	if h.idp, err = newBenchIdP(); err != nil {
 		return rep, err
 	}
-	defer h.idp.Close()
+	idp, err := startLoopback(h.idp)
+	if err != nil {
+		return rep, err
+	}
+	defer idp.Close()
+	h.idpAddr = idp.addr
 
-	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -242,7 +248,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	return rep, nil
 }
 
-// runMainScenarios runs 1, 2, 3, 7, 8 and 5 against one Caddy, memory last so it
+// runMainScenarios runs 1, 2, 3, 7, 8, 9 and 5 against one Caddy, memory last so it
 // sees the state the other scenarios left.
 func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool, add func(*scenario, error) error) error {
 	m, err := h.setupMain(ctx)
@@ -250,7 +256,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 7, 8, 5} {
+		for _, id := range []int{1, 2, 3, 7, 8, 9, 5} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -263,7 +269,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		run func(context.Context, *mainInstance) (*scenario, error)
 	}{
 		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {7, h.mllpScenario}, {8, h.machineScenario},
-		{5, h.memoryScenario},
+		{9, h.jwksScenario}, {5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {

@@ -361,8 +361,8 @@ func TestParsers(t *testing.T) {
 		if ids, err := parseOnly("8"); err != nil || len(ids) != 1 || ids[0] != 8 {
 			t.Errorf("parseOnly(8) = %v, %v", ids, err)
 		}
-		if _, err := parseOnly("9"); err == nil {
-			t.Error("parseOnly accepted scenario 9")
+		if _, err := parseOnly("10"); err == nil {
+			t.Error("parseOnly accepted scenario 10")
 		}
 	})
 }

@@ -106,7 +106,7 @@ func newAPIFixture(t *testing.T, o Options) *apiFixture {
 	}
 	t.Cleanup(f.api.Shutdown) // before the store closes: cleanups run last first
 
-	gw, err := gateway.New(gateway.Options{FHIRBase: "/fhir/R4", OAuth: auth, Operations: f.api.Handler})
+	gw, err := gateway.New(gateway.Options{FHIRBase: "/fhir/R4", OAuth: auth, Operations: f.api.Handler, SiteOperations: f.api.SiteHandler})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,18 +39,26 @@ func (a *API) serveBotType(w http.ResponseWriter, r *http.Request, id *oauth.Ide
 		if !ok {
 			return
 		}
-		bot.SourceCode, bot.ExecutableCode = nil, nil // set by $deploy only
-		bot.Meta.Project = id.ProjectID
-		if err := a.o.Store.Create(r.Context(), bot, store.PutOptions{}); err != nil {
-			a.writeStoreError(w, err)
-			return
-		}
-		w.Header().Set("Location", base+"/Bot/"+bot.ID)
-		fhirstore.WriteResource(w, http.StatusCreated, bot)
+		a.createBot(w, r, id, bot, base)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "use GET to search bots or POST to create one")
 	}
+}
+
+// createBot stores a new bot in the caller's project and answers 201 with
+// it, and a Location under base unless base is empty.
+func (a *API) createBot(w http.ResponseWriter, r *http.Request, id *oauth.Identity, bot *store.Bot, base string) {
+	bot.SourceCode, bot.ExecutableCode = nil, nil // set by $deploy only
+	bot.Meta.Project = id.ProjectID
+	if err := a.o.Store.Create(r.Context(), bot, store.PutOptions{}); err != nil {
+		a.writeStoreError(w, err)
+		return
+	}
+	if base != "" {
+		w.Header().Set("Location", base+"/Bot/"+bot.ID)
+	}
+	fhirstore.WriteResource(w, http.StatusCreated, bot)
 }
 
 // serveBot handles {base}/Bot/{id}: read, replace, delete.
@@ -169,8 +177,10 @@ func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 		return
 	}
 	bundle := fhir.NewSearchBundle(bots)
+	// FHIR requires an absolute fullUrl for a resource a server holds.
+	abs := baseURL(r) + base
 	for i := range bundle.Entry {
-		bundle.Entry[i].FullURL = base + "/Bot/" + bots[i].ID
+		bundle.Entry[i].FullURL = abs + "/Bot/" + bots[i].ID
 	}
 	fhir.WriteJSON(w, http.StatusOK, bundle)
 }

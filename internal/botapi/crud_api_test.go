@@ -62,7 +62,7 @@ func TestBotLifecycleThroughTheGateway(t *testing.T) {
 			continue
 		}
 		if want == 1 {
-			if url := entries[0].(map[string]any)["fullUrl"]; url != "/fhir/R4/Bot/"+botID {
+			if url := entries[0].(map[string]any)["fullUrl"]; url != f.srv.URL+"/fhir/R4/Bot/"+botID {
 				t.Errorf("search %s: fullUrl %v", query, url)
 			}
 		}

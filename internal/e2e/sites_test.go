@@ -13,7 +13,7 @@ import (
 // passing the caller's token through) over one fhirgate app: a token from
 // either site works on both, because they share the store and keys.
 func TestTwoSitesShareOneApp(t *testing.T) {
-	idp := newIdP(t, map[string]string{"alice-token": `{"email":"alice@example.com"}`})
+	idp := newIdP(t, map[string]string{"alice-token": `{"email":"alice@example.com","email_verified":true}`})
 	be := newBackend(t)
 	admin, siteA, siteB := freePort(t), freePort(t), freePort(t)
 	config := fmt.Sprintf(`{

@@ -41,11 +41,12 @@ func newBackend(t *testing.T) *backend {
 		b.requests = append(b.requests, r.Clone(r.Context()))
 		b.mu.Unlock()
 		w.Header().Set("Content-Type", "application/fhir+json")
-		if r.Method == http.MethodPost && !strings.Contains(r.Header.Get("Content-Type"), "json") {
-			// A Binary (Medplum's createAttachment): answer its metadata.
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Binary") && !strings.Contains(r.Header.Get("Content-Type"), "json") {
+			// A raw Binary upload (Medplum's createBinary): stored as
+			// a FHIR server does, answered as a Binary resource.
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write([]byte(`{"resourceType":"Binary","id":"new-1","contentType":"` + r.Header.Get("Content-Type") + `"}`))
+			_, _ = w.Write([]byte(`{"resourceType":"Binary","id":"new-1","contentType":"` + strings.ReplaceAll(r.Header.Get("Content-Type"), `"`, "") + `"}`))
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -187,7 +188,7 @@ func startStackWith(t *testing.T, tmpl, extra string) *stack {
 	t.Helper()
 	idp := newIdP(t, map[string]string{
 		"alice-token": `{"sub":"sub-alice","email":"alice@example.com","email_verified":true}`,
-		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com"}`,
+		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com","email_verified":true}`,
 	})
 	be := newBackend(t)
 	cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: idp.URL, Backend: be.URL, Extra: extra}

@@ -107,6 +107,13 @@ type Options struct {
 	// session endpoint). Nil: /auth/me is not answered here.
 	Me Operation
 
+	// SiteOperations, when set, claims paths outside FHIRBase that
+	// fhirgate answers itself for an authenticated caller (Medplum's
+	// admin routes, such as POST /admin/projects/{id}/bot): given the
+	// request's escaped path, it returns their handler, or nil. A claimed
+	// request is never proxied; without a valid token it is a 401.
+	SiteOperations func(escapedPath string) Operation
+
 	// ErrorStatus reads the HTTP status out of an error the next handler
 	// returned (Caddy handlers return errors for 502 and the like), so a
 	// Backend call reports it as a status. 0 means "not an HTTP error".
@@ -228,6 +235,20 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		}
 		g.o.Me(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
 		return nil
+	}
+	if g.o.SiteOperations != nil {
+		if op := g.o.SiteOperations(r.URL.EscapedPath()); op != nil {
+			id, aerr := g.authenticate(r)
+			if aerr != nil {
+				oauth.WriteAuthError(w, aerr)
+				return nil
+			}
+			if g.o.OnAuthenticated != nil {
+				g.o.OnAuthenticated(r, id)
+			}
+			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
+			return nil
+		}
 	}
 	// Gate the request if any reading of its path is under the base (the
 	// canonical one, or one a lenient backend might take), and treat it as

@@ -32,7 +32,7 @@ func newFixture(t *testing.T, o Options) *fixture {
 	ctx := context.Background()
 	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"email":"alice@example.com"}`))
+		_, _ = w.Write([]byte(`{"email":"alice@example.com","email_verified":true}`))
 	}))
 	t.Cleanup(idp.Close)
 	proj := &store.Project{Name: "P"}

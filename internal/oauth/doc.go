@@ -2,7 +2,8 @@
 // check, as plain net/http handlers over the store:
 //
 //   - POST /oauth2/token: RFC 8693 token exchange (an identity provider's
-//     access token, checked at its userinfo endpoint, for our own tokens) and
+//     access or ID token, verified by its signature against the provider's
+//     JWKS or checked at its userinfo endpoint, for our own tokens) and
 //     the refresh_token grant with rotation and reuse detection;
 //   - POST /oauth2/revoke (RFC 7009) and POST /oauth2/introspect (RFC 7662);
 //   - discovery: JWKS and RFC 8414 / OpenID Connect metadata;

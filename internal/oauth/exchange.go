@@ -3,7 +3,6 @@ package oauth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -19,10 +18,12 @@ type ExchangeRequest struct {
 	ClientSecret string
 	BasicAuth    bool
 	SubjectToken string
-	Scope        string
-	MembershipID string
-	RemoteAddr   string
-	UserAgent    string
+	// SubjectTokenType is tokenTypeAccess (also when empty) or tokenTypeID.
+	SubjectTokenType string
+	Scope            string
+	MembershipID     string
+	RemoteAddr       string
+	UserAgent        string
 }
 
 // exchange handles grant_type=token-exchange (RFC 8693).
@@ -36,9 +37,9 @@ func (s *Server) exchange(r *http.Request, f form) (*tokenResponse, *store.Clien
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidRequest, "client_id", "missing client_id")
 	case f["subject_token"] == "":
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidRequest, "subject_token", "missing subject_token")
-	case f["subject_token_type"] != tokenTypeAccess:
+	case f["subject_token_type"] != tokenTypeAccess && f["subject_token_type"] != tokenTypeID:
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidRequest, "subject_token_type",
-			"subject_token_type must be "+tokenTypeAccess)
+			"subject_token_type must be "+tokenTypeAccess+" or "+tokenTypeID)
 	case f["actor_token"] != "" || f["actor_token_type"] != "":
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidRequest, "actor_token", "delegation (actor_token) is not supported")
 	}
@@ -48,7 +49,8 @@ func (s *Server) exchange(r *http.Request, f form) (*tokenResponse, *store.Clien
 	}
 	return s.Exchange(r.Context(), ExchangeRequest{
 		ClientID: id, ClientSecret: secret, BasicAuth: basic,
-		SubjectToken: f["subject_token"], Scope: f["scope"], MembershipID: f["membership_id"],
+		SubjectToken: f["subject_token"], SubjectTokenType: f["subject_token_type"],
+		Scope: f["scope"], MembershipID: f["membership_id"],
 		RemoteAddr: r.RemoteAddr, UserAgent: r.UserAgent(),
 	})
 }
@@ -61,7 +63,7 @@ func (s *Server) Exchange(ctx context.Context, req ExchangeRequest) (*tokenRespo
 		return nil, nil, e
 	}
 	idp := client.IdentityProvider
-	if idp == nil || idp.UserInfoURL == "" {
+	if idp == nil || (idp.UserInfoURL == "" && idp.JWKSURI == "") {
 		return nil, client, oauthErr(http.StatusBadRequest, errUnauthorizedClient, "no_identity_provider",
 			"this client has no identity provider configured for token exchange")
 	}
@@ -69,7 +71,7 @@ func (s *Server) Exchange(ctx context.Context, req ExchangeRequest) (*tokenRespo
 	if e != nil {
 		return nil, client, e
 	}
-	info, e := s.lookupUserinfo(ctx, client, req.SubjectToken)
+	info, e := s.identify(ctx, client, req.SubjectToken, req.SubjectTokenType == tokenTypeID)
 	if e != nil {
 		return nil, client, e
 	}
@@ -85,31 +87,6 @@ func (s *Server) Exchange(ctx context.Context, req ExchangeRequest) (*tokenRespo
 		remoteAddr: req.RemoteAddr, userAgent: req.UserAgent,
 	})
 	return resp, client, e
-}
-
-// lookupUserinfo asks the client's identity provider who the subject token
-// belongs to, mapping each failure to the status the client should see.
-func (s *Server) lookupUserinfo(ctx context.Context, client *store.ClientApplication, token string) (*userinfo.Info, *Error) {
-	info, err := s.o.UserInfo.Lookup(ctx, s.userinfoRequest(client, token))
-	if err == nil {
-		return info, nil
-	}
-	var uerr *userinfo.Error
-	if !errors.As(err, &uerr) {
-		return nil, unavailable(unavailableRetryAfter, "the identity provider could not be reached")
-	}
-	switch uerr.Kind {
-	case userinfo.KindRejected:
-		return nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "subject_token_rejected",
-			fmt.Sprintf("the identity provider rejected the subject token (HTTP %d)", uerr.Status))
-	case userinfo.KindRateLimited:
-		e := oauthErr(http.StatusTooManyRequests, errUnavailable, "idp_rate_limited",
-			"the identity provider is rate limiting; retry later")
-		e.RetryAfter = max(uerr.RetryAfter, time.Second)
-		return nil, e
-	default:
-		return nil, unavailable(max(uerr.RetryAfter, unavailableRetryAfter), "the identity provider is unavailable; retry later")
-	}
 }
 
 // userinfoRequest is the userinfo lookup for a client and subject token.

@@ -41,9 +41,14 @@ func TestExchangeFailures(t *testing.T) {
 		{name: "unsupported grant", form: url.Values{"grant_type": {"password"}}, status: 400, code: "unsupported_grant_type"},
 		{name: "missing client_id", form: exchangeForm("", "alice"), status: 400, code: "invalid_request"},
 		{name: "missing subject_token", form: exchangeForm("web", ""), status: 400, code: "invalid_request"},
-		{name: "wrong subject_token_type", form: func() url.Values {
+		{name: "ID token for a client without jwks_uri", form: func() url.Values {
 			f := exchangeForm("web", "alice")
 			f.Set("subject_token_type", "urn:ietf:params:oauth:token-type:id_token")
+			return f
+		}(), status: 400, code: "invalid_request"},
+		{name: "wrong subject_token_type", form: func() url.Values {
+			f := exchangeForm("web", "alice")
+			f.Set("subject_token_type", "urn:ietf:params:oauth:token-type:jwt")
 			return f
 		}(), status: 400, code: "invalid_request"},
 		{name: "unknown client", form: exchangeForm("nope", "alice"), status: 401, code: "invalid_client"},
@@ -62,6 +67,7 @@ func TestExchangeFailures(t *testing.T) {
 		{name: "provider hangs mid-body", form: exchangeForm("web", "hang-body"), status: 503, code: "temporarily_unavailable", idpCalls: 2},
 		{name: "provider redirects to another host", form: exchangeForm("web", "redirect-other"), status: 503, code: "temporarily_unavailable", idpCalls: 2},
 		{name: "unverified email", form: exchangeForm("web", "unverified"), status: 400, code: "invalid_grant", idpCalls: 2},
+		{name: "email without email_verified", form: exchangeForm("web", "verification-unsaid"), status: 400, code: "invalid_grant", idpCalls: 2},
 		{name: "no email", form: exchangeForm("web", "no-email"), status: 400, code: "invalid_grant", idpCalls: 2},
 		{name: "unknown email", form: exchangeForm("web", "nobody"), status: 400, code: "invalid_grant", idpCalls: 2},
 		{name: "member of another project only", form: exchangeForm("web", "dave-other-project"), status: 400, code: "invalid_grant", idpCalls: 2},

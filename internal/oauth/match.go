@@ -12,7 +12,8 @@ import (
 // match finds the person the identity provider vouched for, inside the
 // client's project only: by email (exactly after ASCII-only lower-casing,
 // store.NormalizeEmail, so no Unicode look-alike folds onto an address; the
-// provider must have returned one and not said it is unverified), or with
+// provider must have returned one with email_verified true unless the
+// client allows unverified addresses), or with
 // use-subject by the provider's sub against ProjectMembership.externalId.
 func (s *Server) match(ctx context.Context, client *store.ClientApplication, info *userinfo.Info, membershipID string) (*store.User, *store.ProjectMembership, *Error) {
 	project := client.Meta.Project
@@ -38,7 +39,15 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "no_email",
 				"the identity provider returned no email")
 		}
-		if info.EmailVerified != nil && !*info.EmailVerified && !idp.AllowUnverifiedEmail {
+		// Only a verified address identifies anyone: where the provider
+		// lets users type their email (Entra), an unverified one could be
+		// anybody's.
+		switch {
+		case idp.AllowUnverifiedEmail:
+		case info.EmailVerified == nil:
+			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "email_unverified",
+				"the identity provider does not say the email is verified (email_verified is absent)")
+		case !*info.EmailVerified:
 			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "email_unverified",
 				"the identity provider says the email is not verified")
 		}

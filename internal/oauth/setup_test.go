@@ -63,7 +63,7 @@ func (p *fakeIdP) serve(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	p.count(tok)
 	if r.URL.Path == "/userinfo-moved" {
-		jsonUser(w, `{"email":"alice@example.com"}`)
+		jsonUser(w, `{"email":"alice@example.com","email_verified":true}`)
 		return
 	}
 	switch tok {
@@ -74,17 +74,19 @@ func (p *fakeIdP) serve(w http.ResponseWriter, r *http.Request) {
 	case "stranger-sub":
 		jsonUser(w, `{"sub":"idp|stranger","email":"alice@example.com"}`)
 	case "carol-inactive":
-		jsonUser(w, `{"email":"carol@example.com"}`)
+		jsonUser(w, `{"email":"carol@example.com","email_verified":true}`)
 	case "unverified":
 		jsonUser(w, `{"email":"alice@example.com","email_verified":false}`)
+	case "verification-unsaid":
+		jsonUser(w, `{"email":"alice@example.com"}`)
 	case "nobody":
-		jsonUser(w, `{"email":"nobody@example.com"}`)
+		jsonUser(w, `{"email":"nobody@example.com","email_verified":true}`)
 	case "dave-other-project":
-		jsonUser(w, `{"email":"dave@example.com"}`)
+		jsonUser(w, `{"email":"dave@example.com","email_verified":true}`)
 	case "no-email":
 		jsonUser(w, `{"sub":"x"}`)
 	case "jwt":
-		payload := base64.RawURLEncoding.EncodeToString([]byte(`{"email":"alice@example.com"}`))
+		payload := base64.RawURLEncoding.EncodeToString([]byte(`{"email":"alice@example.com","email_verified":true}`))
 		w.Header().Set("Content-Type", "application/jwt")
 		_, _ = w.Write([]byte("eyJhbGciOiJSUzI1NiJ9." + payload + ".c2ln"))
 	case "rejected":

@@ -71,10 +71,17 @@ func (c *ClientApplication) normalize(time.Time) {
 	c.RetiringSecret = HashSecret(c.RetiringSecret)
 }
 
-// IdentityProvider describes how to validate an external access token.
+// IdentityProvider describes how to validate an external access token:
+// by its signature against JWKSURI when it is a JWT, at UserInfoURL when it
+// is opaque or lacks the claims the match needs. At least one is required.
 type IdentityProvider struct {
 	// UserInfoURL is the OIDC userinfo endpoint (absolute http/https URL).
-	UserInfoURL string `json:"userInfoUrl"`
+	UserInfoURL string `json:"userInfoUrl,omitempty"`
+	// JWKSURI is the provider's key set (absolute http/https URL); with it,
+	// Issuer and Audience are required.
+	JWKSURI  string   `json:"jwksUri,omitempty"`
+	Issuer   string   `json:"issuer,omitempty"`
+	Audience []string `json:"audience,omitempty"`
 	// UseSubject matches the membership by externalId = sub instead of by
 	// the user's email.
 	UseSubject bool `json:"useSubject,omitempty"`
@@ -117,13 +124,45 @@ func (c *ClientApplication) validate() error {
 		return err
 	}
 	if idp := c.IdentityProvider; idp != nil {
-		if err := checkHTTPURL("identityProvider.userInfoUrl", idp.UserInfoURL); err != nil {
+		if err := checkIdentityProviderKeys(idp); err != nil {
 			return err
 		}
 		if err := checkGoDuration("identityProvider.timeout", idp.Timeout, false); err != nil {
 			return err
 		}
 		if err := checkGoDuration("identityProvider.cacheTtl", idp.CacheTTL, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkIdentityProviderKeys requires a way to check tokens: a userinfo URL,
+// a key set, or both; a key set comes with the issuer and audience that
+// keep another tenant's or another application's tokens out.
+func checkIdentityProviderKeys(idp *IdentityProvider) error {
+	if idp.UserInfoURL != "" || idp.JWKSURI == "" {
+		if err := checkHTTPURL("identityProvider.userInfoUrl", idp.UserInfoURL); err != nil {
+			return err
+		}
+	}
+	if idp.JWKSURI == "" {
+		if idp.Issuer != "" || len(idp.Audience) > 0 {
+			return invalid("identityProvider.jwksUri", "is required with issuer or audience")
+		}
+		return nil
+	}
+	if err := checkHTTPURL("identityProvider.jwksUri", idp.JWKSURI); err != nil {
+		return err
+	}
+	if err := checkRequired("identityProvider.issuer", idp.Issuer); err != nil {
+		return err
+	}
+	if len(idp.Audience) == 0 {
+		return invalid("identityProvider.audience", "is required with jwksUri")
+	}
+	for _, a := range idp.Audience {
+		if err := checkRequired("identityProvider.audience", a); err != nil {
 			return err
 		}
 	}

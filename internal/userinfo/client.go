@@ -1,6 +1,7 @@
 package userinfo
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -49,6 +50,15 @@ type Options struct {
 	// hits or coalesced waiters) with its duration and outcome: "ok",
 	// "rejected", "rate_limited" or "unavailable".
 	Observe func(d time.Duration, outcome string)
+	// JWKSRefresh, JWKSMaxAge and JWKSMinRefetch govern the key sets of
+	// [Client.Identify]; defaults DefaultJWKSRefresh, DefaultJWKSMaxAge and
+	// DefaultJWKSMinRefetch.
+	JWKSRefresh    time.Duration
+	JWKSMaxAge     time.Duration
+	JWKSMinRefetch time.Duration
+	// ClockSkew is the tolerance on a verified token's "exp" and "nbf".
+	// Default DefaultClockSkew.
+	ClockSkew time.Duration
 }
 
 // LookupRequest is one userinfo lookup.
@@ -94,6 +104,11 @@ type Stats struct {
 	Calls uint64
 	// Coalesced are misses answered by another lookup's provider call.
 	Coalesced uint64
+	// Verified are subject tokens whose signature verified against a
+	// provider's JWKS.
+	Verified uint64
+	// JWKSFetches are key-set fetches attempted.
+	JWKSFetches uint64
 }
 
 // Client looks tokens up. It is safe for concurrent use.
@@ -107,7 +122,11 @@ type Client struct {
 	cache      *cache
 	flights    singleflight.Group
 
-	hits, misses, calls, coalesced atomic.Uint64
+	jwks                                    jwksCache
+	jwksRefresh, jwksMaxAge, jwksMinRefetch time.Duration
+	skew                                    time.Duration
+
+	hits, misses, calls, coalesced, verified, jwksFetches atomic.Uint64
 }
 
 // New returns a Client.
@@ -131,6 +150,10 @@ func New(opts Options) *Client {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.jwksRefresh = cmp.Or(opts.JWKSRefresh, DefaultJWKSRefresh)
+	c.jwksMaxAge = max(cmp.Or(opts.JWKSMaxAge, DefaultJWKSMaxAge), c.jwksRefresh)
+	c.jwksMinRefetch = cmp.Or(opts.JWKSMinRefetch, DefaultJWKSMinRefetch)
+	c.skew = cmp.Or(opts.ClockSkew, DefaultClockSkew)
 	size := opts.CacheSize
 	if size <= 0 {
 		size = DefaultCacheSize
@@ -155,7 +178,8 @@ func newTransport() *http.Transport {
 
 // Stats returns the counters so far.
 func (c *Client) Stats() Stats {
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Calls: c.calls.Load(), Coalesced: c.coalesced.Load()}
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Calls: c.calls.Load(), Coalesced: c.coalesced.Load(),
+		Verified: c.verified.Load(), JWKSFetches: c.jwksFetches.Load()}
 }
 
 // Lookup returns what the provider at req.URL says about req.Token, from

@@ -17,6 +17,22 @@
 // Redirects are followed at most 3 times and only within the same scheme,
 // host and port, so the bearer token never reaches another host.
 //
+// # Tokens verified by signature
+//
+// [Client.Identify] first verifies a subject token that is a JWT against
+// the provider's key set ([JWTCheck]: jwks_uri, issuer, audience), with
+// lestrrat-go/jwx/v3: RS*, PS*, ES* or EdDSA only (never "none" or HMAC),
+// the key its kid names with a type and curve that fit the algorithm,
+// "exp" (required) and "nbf" within Options.ClockSkew, "iss", "aud" and
+// "sub". It calls userinfo only when the token is not a JWT or its
+// verified claims lack what the caller matches on (IdentifyRequest.Enough);
+// an ID token is never sent to userinfo. Key sets are cached per URI,
+// refetched after Options.JWKSRefresh and on an unknown kid, at most once
+// per Options.JWKSMinRefetch whatever the tokens say, and used for up to
+// Options.JWKSMaxAge while the provider cannot be reached; past that, or
+// for a kid the cache lacks during an outage, the answer is
+// KindUnavailable, never KindRejected.
+//
 // # Errors
 //
 // Every failure is an [*Error] whose [Kind] tells the caller what to answer:

@@ -31,7 +31,7 @@ func IdentityProvider(tb testing.TB) *httptest.Server {
 	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		email := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer idp-") + "@example.com"
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"email": email})
+		_ = json.NewEncoder(w).Encode(map[string]any{"email": email, "email_verified": true})
 	}))
 	tb.Cleanup(idp.Close)
 	return idp
