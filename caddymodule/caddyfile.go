@@ -63,6 +63,7 @@ func init() {
 //				cache_ttl         <duration>
 //				access_token_ttl  <duration>
 //				refresh_token_ttl <duration>
+//				scope             <scope>...
 //			}
 //			user <email> {
 //				profile <ResourceType/id>
@@ -256,6 +257,16 @@ func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
 			return parseDuration(d, &c.AccessTokenTTL)
 		case "refresh_token_ttl":
 			return parseDuration(d, &c.RefreshTokenTTL)
+		case "scope":
+			if c.Scope != "" {
+				return d.Err("scope already specified")
+			}
+			scopes := d.RemainingArgs()
+			if len(scopes) == 0 {
+				return d.ArgErr()
+			}
+			c.Scope = strings.Join(scopes, " ")
+			return nil
 		default:
 			return d.Errf("unrecognized client option '%s'", d.Val())
 		}
@@ -456,6 +467,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		public_methods   <method>...
 //		upstream_auth    strip|passthrough|bearer <token>
 //		public_upstream_auth
+//		backend_tenant   none|path|header <header>
 //		max_body         <size>
 //		identity_headers {
 //			user    <header>
@@ -523,6 +535,26 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			default:
 				return d.Errf("invalid upstream_auth '%s': must be strip, passthrough or bearer <token>", h.UpstreamAuth)
+			}
+		case "backend_tenant":
+			if h.BackendTenant != "" {
+				return d.Err("backend_tenant already specified")
+			}
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			h.BackendTenant = args[0]
+			switch mode := args[0]; {
+			case mode == "header" && len(args) == 2:
+				h.TenantHeader = args[1]
+			case (mode == "none" || mode == "path") && len(args) == 1:
+			case mode == "header":
+				return d.Err("backend_tenant header needs a header name: backend_tenant header <Header-Name>")
+			case mode == "none" || mode == "path":
+				return d.ArgErr()
+			default:
+				return d.Errf("invalid backend_tenant '%s': must be none, path or header <Header-Name>", mode)
 			}
 		case "identity_headers":
 			if err := h.unmarshalIdentityHeaders(d); err != nil {

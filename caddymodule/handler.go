@@ -97,6 +97,25 @@ type Handler struct {
 	// `X-Fhirgate-Project`, `X-Fhirgate-Client`, `X-Fhirgate-Scope`.
 	IdentityHeaders *IdentityHeaders `json:"identity_headers,omitempty"`
 
+	// BackendTenant is how a backend shared by several projects tells them
+	// apart, for every authenticated request the handler sends on (bots'
+	// `medplum` calls included): `none` (default) sends paths unchanged;
+	// `path` sends `{fhir_base}/X` as `{fhir_base}/{project}/X`, the layout
+	// of HAPI FHIR's URL-based partitioning, and maps
+	// `{fhir_base}/{project}` back to `{fhir_base}` in the response's
+	// `Location`, `Content-Location` and `Link` headers and textual bodies;
+	// `header` sends the project id in `tenant_header`. With `path`, a path
+	// that any backend could read as leaving the partition (encoded
+	// slashes, dot segments, `;` parameters, backslashes, bytes outside
+	// printable ASCII) is answered 400 and never sent. Requests served
+	// without a token (`public_paths`) are sent unchanged.
+	BackendTenant string `json:"backend_tenant,omitempty"`
+
+	// TenantHeader names the header that carries the project id with
+	// `backend_tenant header`; required then. Incoming copies of it are
+	// always removed, so clients cannot choose their tenant.
+	TenantHeader string `json:"tenant_header,omitempty"`
+
 	// MaxBody bounds the body of a bot `$execute` request, in bytes; a
 	// larger one is answered 413. Default: 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
@@ -193,6 +212,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		PublicUpstreamAuth: h.PublicUpstreamAuth,
 		UpstreamAuth:       h.UpstreamAuth,
 		UpstreamToken:      repl.ReplaceKnown(h.UpstreamToken, ""),
+		BackendTenant:      h.BackendTenant,
+		TenantHeader:       h.TenantHeader,
 		OAuth:              app.oauth,
 		Operations:         h.bots.Handler,
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,

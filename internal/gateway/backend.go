@@ -53,8 +53,7 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	u := *b.orig.URL
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = unescaped, rawPath, query.Encode(), ""
 	if hasMethodOverride(u.RawQuery) {
-		body := fhir.MarshalOutcome(http.StatusBadRequest, methodOverrideRefused)
-		return &BackendResponse{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {fhir.ContentType}}, Body: body}, nil
+		return badRequest(methodOverrideRefused), nil
 	}
 
 	req := b.orig.Clone(ctx)
@@ -72,7 +71,13 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	b.g.setIdentity(req, b.id)
 
 	rec := newRecorder()
-	if err := b.next(rec, req); err != nil {
+	w, finish, err := b.g.toTenant(rec, req, ParseTarget(b.g.o.FHIRBase, req.URL), b.id.ProjectID)
+	if err != nil {
+		return badRequest(err.Error()), nil
+	}
+	err = b.next(w, req)
+	finish()
+	if err != nil {
 		if b.g.o.ErrorStatus == nil {
 			return nil, fmt.Errorf("backend request: %w", err)
 		}
@@ -86,6 +91,12 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 		return nil, errors.New("backend response exceeds 16 MiB")
 	}
 	return rec.Response(), nil
+}
+
+// badRequest is a 400 the gate answers in the backend's place.
+func badRequest(msg string) *BackendResponse {
+	body := fhir.MarshalOutcome(http.StatusBadRequest, msg)
+	return &BackendResponse{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {fhir.ContentType}}, Body: body}
 }
 
 // recorder captures the next handler's response in memory, bounded to

@@ -82,6 +82,15 @@ type Options struct {
 	// Headers name the identity headers. Empty names take the defaults.
 	Headers IdentityHeaders
 
+	// BackendTenant is how the backend tells projects apart: TenantNone
+	// (default), TenantPath or TenantHeader. It applies to every
+	// authenticated request sent on, fhirgate's own (a bot's FHIR calls)
+	// included.
+	BackendTenant string
+	// TenantHeader names the header that carries the project id with
+	// TenantHeader; clients' copies of it are always removed.
+	TenantHeader string
+
 	OAuth *oauth.Server
 
 	// Operations, when set, claims authenticated requests that fhirgate
@@ -157,6 +166,9 @@ func New(o Options) (*Gateway, error) {
 	fill(&h.Project, DefaultIdentityHeaders.Project)
 	fill(&h.Client, DefaultIdentityHeaders.Client)
 	fill(&h.Scope, DefaultIdentityHeaders.Scope)
+	if err := checkTenancy(&o); err != nil {
+		return nil, err
+	}
 
 	g := &Gateway{o: o, base: normalizePath(o.FHIRBase)}
 	for _, p := range o.PublicPaths {
@@ -174,7 +186,11 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	g.publicMethods = o.PublicMethods
-	g.strip = newHeaderSet(append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)...)
+	strip := append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)
+	if o.TenantHeader != "" {
+		strip = append(strip, o.TenantHeader)
+	}
+	g.strip = newHeaderSet(strip...)
 	return g, nil
 }
 
@@ -233,7 +249,13 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 			return nil
 		}
 	}
-	return next(w, r)
+	tw, finish, err := g.toTenant(w, r, target, id.ProjectID)
+	if err != nil {
+		fhir.WriteOutcome(w, http.StatusBadRequest, err.Error())
+		return nil
+	}
+	defer finish()
+	return next(tw, r)
 }
 
 // ownEndpoint returns the handler for one of fhirgate's own endpoints. These

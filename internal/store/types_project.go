@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,12 @@ type ClientApplication struct {
 	RefreshTokenLifetime string `json:"refreshTokenLifetime,omitempty"`
 	// Secret is the optional client secret.
 	Secret string `json:"secret,omitempty"`
+	// Scope is what the client may be granted: SMART scopes and OpenID
+	// ones, space-separated (RFC 7591's client-metadata name). Empty means
+	// full access, user/*.cruds, as before clients declared scopes. The
+	// store checks RFC 6749's scope-token characters; the SMART grammar is
+	// checked where the scope is used (internal/authz).
+	Scope string `json:"scope,omitempty"`
 }
 
 // IdentityProvider describes how to validate an external access token.
@@ -57,6 +64,12 @@ type IdentityProvider struct {
 
 func (c *ClientApplication) resourceType() string { return "ClientApplication" }
 
+// normalize collapses the scope's whitespace to single spaces, so the
+// stored scope is the RFC 6749 spelling whatever the operator typed.
+func (c *ClientApplication) normalize(time.Time) {
+	c.Scope = strings.Join(strings.Fields(c.Scope), " ")
+}
+
 func (c *ClientApplication) validate() error {
 	if err := checkProjectID("meta.project", c.Meta.Project, true); err != nil {
 		return err
@@ -65,6 +78,9 @@ func (c *ClientApplication) validate() error {
 		return err
 	}
 	if err := checkLifetime("refreshTokenLifetime", c.RefreshTokenLifetime); err != nil {
+		return err
+	}
+	if err := checkScope("scope", c.Scope); err != nil {
 		return err
 	}
 	if idp := c.IdentityProvider; idp != nil {

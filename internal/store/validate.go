@@ -209,3 +209,22 @@ func validEmail(s string) bool {
 	a, err := mail.ParseAddress(s)
 	return err == nil && a.Name == "" && a.Address == s
 }
+
+// checkScope checks an RFC 6749 §3.3 scope: scope-tokens of printable
+// ASCII other than '"' and '\', separated by single spaces.
+func checkScope(field, s string) error {
+	if s == "" {
+		return nil
+	}
+	for tok := range strings.SplitSeq(s, " ") {
+		if tok == "" {
+			return invalid(field, "scope tokens are separated by single spaces")
+		}
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return invalid(field, fmt.Sprintf("scope token %q contains a character RFC 6749 does not allow", tok))
+			}
+		}
+	}
+	return nil
+}
