@@ -145,6 +145,14 @@ func (a *Authorizer) Decide(acc *Access, req *Request) Decision {
 	if acc.err != nil {
 		return deny("the token's scope does not parse: " + acc.err.Error())
 	}
+	if acc.set.Full() {
+		// Full access (tokens without resource scopes) keeps today's
+		// behaviour but for one rule: an operation must be known.
+		if op := operationOf(req.Segments); op != "" && !a.knownOperation(op) {
+			return deny("operation " + op + " is not allowed through the gate (not in its operations table or the handler's operations)")
+		}
+		return Decision{}
+	}
 	needs, err := a.classify(req, false)
 	if err != nil {
 		var r refusal
@@ -152,9 +160,6 @@ func (a *Authorizer) Decide(acc *Access, req *Request) Decision {
 			return deny(string(r))
 		}
 		return deny(err.Error())
-	}
-	if acc.set.Full() {
-		return Decision{}
 	}
 	var d Decision
 	for i := range needs {
@@ -169,6 +174,29 @@ func (a *Authorizer) Decide(acc *Access, req *Request) Decision {
 		}
 	}
 	return d
+}
+
+// operationOf returns the operation a path names at the system, type or
+// instance level, as gateway.Target reads it, or "".
+func operationOf(segs []string) string {
+	for i, s := range segs {
+		if i > 2 {
+			break
+		}
+		if strings.HasPrefix(s, "$") {
+			return s
+		}
+	}
+	return ""
+}
+
+// knownOperation tells whether op is in the built-in table or configured.
+func (a *Authorizer) knownOperation(op string) bool {
+	if _, ok := a.ops[op]; ok {
+		return true
+	}
+	_, ok := builtinOps[op]
+	return ok
 }
 
 func deny(msg string) Decision {

@@ -378,3 +378,16 @@ func TestNewRejectsBadOperations(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideRefusesAmbiguousSegments(t *testing.T) {
+	a := testAuthorizer(t)
+	acc := a.Access("user/*.cruds", "")
+	for _, segs := range [][]string{
+		{"Observation", "1/../../Patient/2"}, {"Observation", `1\..\x`}, {"Observation", "%2e%2e"},
+		{"Patient", ".."}, {"Patient", "1\x00"},
+	} {
+		if d := a.Decide(acc, &Request{Method: "GET", Segments: segs, Query: url.Values{}, Header: http.Header{}}); d.Denied == nil {
+			t.Errorf("%q allowed", segs)
+		}
+	}
+}

@@ -107,6 +107,11 @@ var builtinOps = map[string]opRule{
 // with a nil error means the request needs none (capabilities).
 func (a *Authorizer) classify(req *Request, inBatch bool) ([]need, error) {
 	segs := req.Segments
+	for _, s := range segs {
+		if err := checkSegment(s); err != nil {
+			return nil, err
+		}
+	}
 	m := req.Method
 	if m == http.MethodHead {
 		m = http.MethodGet
@@ -194,6 +199,24 @@ func (a *Authorizer) classify(req *Request, inBatch bool) ([]need, error) {
 		return a.searchNeeds(third, req.Query, compartment)
 	}
 	return nil, refusal("not a FHIR interaction the gate knows")
+}
+
+// checkSegment refuses a decoded path segment a backend could read as
+// more than one segment or as another path: a separator, a further escape
+// (double encoding), a control character, or a dot segment.
+func checkSegment(s string) error {
+	if s == "." || s == ".." {
+		return refusal("the path has a dot segment")
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '/' || c == '\\' || c == '%':
+			return refusal("a path segment holds an encoded separator or escape")
+		case c < 0x20 || c == 0x7f:
+			return refusal("a path segment holds a control character")
+		}
+	}
+	return nil
 }
 
 // typeNeeds covers [base]/Type.
