@@ -469,6 +469,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		public_upstream_auth
 //		backend_tenant   none|path|header <header>
 //		max_body         <size>
+//		allow_operation  <$name> <permissions>
 //		identity_headers {
 //			user    <header>
 //			profile <header>
@@ -573,10 +574,35 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("invalid max_body '%s': want a size such as 1MB or 512KiB", arg)
 			}
 			h.MaxBody = int64(size)
+		case "allow_operation":
+			if err := h.unmarshalAllowOperation(d); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unrecognized fhirgate subdirective '%s'", d.Val())
 		}
 	}
+	return nil
+}
+
+// unmarshalAllowOperation reads one `allow_operation <$name> <permissions>`.
+// The permission letters are checked at provision, with the rest of the
+// authorization config.
+func (h *Handler) unmarshalAllowOperation(d *caddyfile.Dispenser) error {
+	var name, perms string
+	if !d.AllArgs(&name, &perms) {
+		return d.ArgErr()
+	}
+	if !strings.HasPrefix(name, "$") {
+		return d.Errf("invalid allow_operation '%s': the name starts with $", name)
+	}
+	if _, dup := h.AllowOperations[name]; dup {
+		return d.Errf("allow_operation '%s' already specified", name)
+	}
+	if h.AllowOperations == nil {
+		h.AllowOperations = map[string]string{}
+	}
+	h.AllowOperations[name] = perms
 	return nil
 }
 

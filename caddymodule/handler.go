@@ -37,6 +37,15 @@ func init() {
 // with one of `public_methods` pass without a token. Requests outside
 // `fhir_base` pass through.
 //
+// Every authenticated request under `fhir_base` is then authorized
+// against the token's SMART scopes (docs/authorization.md): the
+// interaction, every resource type it reaches (`_include`, `_revinclude`,
+// `_has`, chains, batch entries), the granular parameters and, for a
+// patient context, the patient's compartment. A request the scopes do not
+// allow is answered 403 with an OperationOutcome naming the missing
+// permission, and the backend never sees it; so is an `$operation` that
+// is neither built in nor listed in `allow_operations`.
+//
 // Headers that make backends act on another URL or method
 // (`X-Original-URL`, `X-Rewrite-URL`, `X-HTTP-Method-Override`,
 // `X-HTTP-Method`, `X-Method-Override`, in any case and with `_` for `-`)
@@ -119,6 +128,15 @@ type Handler struct {
 	// MaxBody bounds the body of a bot `$execute` request, in bytes; a
 	// larger one is answered 413. Default: 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
+
+	// AllowOperations are FHIR `$operations` the gate lets through beyond
+	// its built-in table (`$execute`, `$everything`, `$lastn`, `$expand`,
+	// … see docs/authorization.md), by name with its `$`, each with the
+	// SMART permissions it needs on the type of its path, e.g.
+	// `{"$match": "s"}`; at the system level the permissions are needed
+	// on every type (`*`). Any other operation is answered 403. Default:
+	// none.
+	AllowOperations map[string]string `json:"allow_operations,omitempty"`
 
 	gw     *gateway.Gateway
 	bots   *botapi.API
@@ -219,6 +237,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
 		ErrorStatus:        errorStatus,
 		OnAuthenticated:    setPlaceholders,
+		AllowedOperations:  h.AllowOperations,
 	}
 	if hd := h.IdentityHeaders; hd != nil {
 		opts.Headers = gateway.IdentityHeaders{

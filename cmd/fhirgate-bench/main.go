@@ -136,8 +136,8 @@ func parseOnly(s string) ([]int, error) {
 	var ids []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 6 {
-			return nil, fmt.Errorf("-only %q: scenarios are numbered 1 to 6", s)
+		if err != nil || n < 1 || n > authzScenarioID {
+			return nil, fmt.Errorf("-only %q: scenarios are numbered 1 to %d", s, authzScenarioID)
 		}
 		ids = append(ids, n)
 	}
@@ -207,7 +207,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(authzScenarioID)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -225,7 +225,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}
 	defer h.idp.Close()
 
-	if selected(1) || selected(2) || selected(3) || selected(5) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(authzScenarioID) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -247,7 +247,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 5} {
+		for _, id := range []int{1, 2, 3, 5, authzScenarioID} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -259,7 +259,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		id  int
 		run func(context.Context, *mainInstance) (*scenario, error)
 	}{
-		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {5, h.memoryScenario},
+		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {authzScenarioID, h.authzScenario}, {5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fhirgate/fhirgate/internal/authz"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 )
@@ -112,6 +113,12 @@ type Options struct {
 	// OnAuthenticated is told of every authenticated request, so the Caddy
 	// module can set placeholders.
 	OnAuthenticated func(r *http.Request, id *oauth.Identity)
+
+	// AllowedOperations are $operations authorized beyond the built-in
+	// table (internal/authz), by name with its "$", each with the
+	// permissions it needs on its path's type ("r", "rs"). Any other
+	// operation is refused with 403.
+	AllowedOperations map[string]string
 }
 
 // Operation answers an authenticated request fhirgate serves itself; it
@@ -127,6 +134,9 @@ type Gateway struct {
 	// strip are the request headers removed before anything else: the
 	// identity headers and the override headers.
 	strip headerSet
+	// authz decides every authenticated request under the base against the
+	// token's scopes.
+	authz *authz.Authorizer
 }
 
 // New returns a Gateway.
@@ -170,7 +180,11 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 
-	g := &Gateway{o: o, base: normalizePath(o.FHIRBase)}
+	az, err := authz.New(authz.Options{FHIRBase: o.FHIRBase, Operations: o.AllowedOperations})
+	if err != nil {
+		return nil, fmt.Errorf("allowed operations: %w", err)
+	}
+	g := &Gateway{o: o, base: normalizePath(o.FHIRBase), authz: az}
 	for _, p := range o.PublicPaths {
 		if !strings.HasPrefix(p, "/") {
 			return nil, fmt.Errorf("public path %q must start with /", p)
@@ -243,19 +257,33 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	if g.o.OnAuthenticated != nil {
 		g.o.OnAuthenticated(r, id)
 	}
+	// Authorize before anything acts on the request, fhirgate's own
+	// operations included ($execute needs r on Bot).
+	w, finish, ok := g.authorize(w, r, id, target, next)
+	if !ok {
+		return nil
+	}
 	if g.o.Operations != nil && target.Under {
 		if op := g.o.Operations(target); op != nil {
-			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
+			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next, authorized: true})
+			if finish != nil {
+				return finish()
+			}
 			return nil
 		}
 	}
-	tw, finish, err := g.toTenant(w, r, target, id.ProjectID)
+	tw, tenantDone, err := g.toTenant(w, r, target, id.ProjectID)
 	if err != nil {
 		fhir.WriteOutcome(w, http.StatusBadRequest, err.Error())
-		return nil
+		err = nil // answered; an authorization check still sees the answer
+	} else {
+		err = next(tw, r)
+		tenantDone()
 	}
-	defer finish()
-	return next(tw, r)
+	if err != nil || finish == nil {
+		return err
+	}
+	return finish()
 }
 
 // ownEndpoint returns the handler for one of fhirgate's own endpoints. These
