@@ -304,6 +304,10 @@ func (g *Gateway) ownEndpoint(p string) http.HandlerFunc {
 		return o.ServeJWKS
 	case "/.well-known/openid-configuration", "/.well-known/oauth-authorization-server":
 		return o.ServeMetadata
+	case "/.well-known/smart-configuration", g.o.FHIRBase + "/.well-known/smart-configuration":
+		// SMART apps look below the FHIR base; the backend's own document
+		// would describe another authorization server.
+		return o.ServeSMARTConfiguration
 	}
 	return nil
 }

@@ -40,12 +40,12 @@ func (s *Server) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 		JWKSURI:                           base + "/.well-known/jwks.json",
 		RevocationEndpoint:                base + "/oauth2/revoke",
 		IntrospectionEndpoint:             base + "/oauth2/introspect",
-		GrantTypesSupported:               []string{grantTokenExchange, grantRefreshToken},
+		GrantTypesSupported:               grantTypesSupported,
 		ResponseTypesSupported:            []string{},
 		SubjectTypesSupported:             []string{"public"},
 		IDTokenSigningAlgValuesSupported:  []string{"ES256"},
-		TokenEndpointAuthMethodsSupported: []string{"none", "client_secret_basic", "client_secret_post"},
-		ScopesSupported:                   []string{"openid", "offline", "offline_access", "email"},
+		TokenEndpointAuthMethodsSupported: authMethodsSupported,
+		ScopesSupported:                   scopesSupported,
 		ClaimsSupported:                   []string{"iss", "sub", "aud", "exp", "iat", "client_id", "login_id", "profile", "fhirUser", "email"},
 	})
 }
@@ -67,7 +67,7 @@ func (s *Server) ServeJWKS(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeMetadata sends a cacheable JSON document (writeJSON forbids caching).
-func writeMetadata(w http.ResponseWriter, m metadata) {
+func writeMetadata(w http.ResponseWriter, m any) {
 	body, _ := json.Marshal(m) // only strings and string slices: cannot fail
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)

@@ -1,0 +1,70 @@
+package oauth
+
+import (
+	"net/http"
+	"strings"
+)
+
+// What the token endpoint supports, shared by both discovery documents.
+var (
+	grantTypesSupported  = []string{grantTokenExchange, grantRefreshToken}
+	authMethodsSupported = []string{"none", "client_secret_basic", "client_secret_post"}
+	// scopesSupported are the scopes a token request may carry and that
+	// do something here: SMART v2 resource scopes (and their v1 spellings,
+	// patient/*.read and the like, with the same meaning), the OpenID
+	// ones, refresh tokens and the patient context.
+	scopesSupported = []string{
+		"openid", "fhirUser", "email", "offline_access", "offline", "launch/patient",
+		"patient/*.cruds", "user/*.cruds", "system/*.cruds",
+		"patient/*.rs", "user/*.rs", "system/*.rs",
+	}
+	// smartCapabilities are the SMART App Launch 2.x capabilities fhirgate
+	// has. It has no authorization endpoint (it exchanges the tokens of
+	// an identity provider the app already signed in with), so no launch,
+	// PKCE or SSO capability is claimed.
+	smartCapabilities = []string{
+		"client-public", "client-confidential-symmetric",
+		"permission-offline", "permission-patient", "permission-user",
+		"permission-v1", "permission-v2",
+	}
+)
+
+// smartConfiguration is the SMART App Launch 2.x discovery document
+// (.well-known/smart-configuration).
+type smartConfiguration struct {
+	Issuer                            string   `json:"issuer"`
+	JWKSURI                           string   `json:"jwks_uri"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	RevocationEndpoint                string   `json:"revocation_endpoint"`
+	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	ScopesSupported                   []string `json:"scopes_supported"`
+	ResponseTypesSupported            []string `json:"response_types_supported"`
+	Capabilities                      []string `json:"capabilities"`
+}
+
+// ServeSMARTConfiguration answers .well-known/smart-configuration (at the
+// site root and below the FHIR base, where SMART apps look) without a
+// token.
+func (s *Server) ServeSMARTConfiguration(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, oauthErr(http.StatusMethodNotAllowed, errInvalidRequest, "method", "use GET"))
+		return
+	}
+	base := strings.TrimSuffix(s.o.Tokens.Issuer(), "/")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeMetadata(w, smartConfiguration{
+		Issuer:                            s.o.Tokens.Issuer(),
+		JWKSURI:                           base + "/.well-known/jwks.json",
+		TokenEndpoint:                     base + "/oauth2/token",
+		RevocationEndpoint:                base + "/oauth2/revoke",
+		IntrospectionEndpoint:             base + "/oauth2/introspect",
+		GrantTypesSupported:               grantTypesSupported,
+		TokenEndpointAuthMethodsSupported: authMethodsSupported,
+		ScopesSupported:                   scopesSupported,
+		ResponseTypesSupported:            []string{},
+		Capabilities:                      smartCapabilities,
+	})
+}
