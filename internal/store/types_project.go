@@ -43,9 +43,9 @@ type ClientApplication struct {
 	Secret string `json:"secret,omitempty"`
 	// Scope is what the client may be granted: SMART scopes and OpenID
 	// ones, space-separated (RFC 7591's client-metadata name). Empty means
-	// full access, user/*.cruds, as before clients declared scopes. The
-	// store checks RFC 6749's scope-token characters; the SMART grammar is
-	// checked where the scope is used (internal/authz).
+	// full access, user/*.cruds, as before clients declared scopes.
+	// Checked against RFC 6749's characters and the SMART grammar
+	// (internal/authz).
 	Scope string `json:"scope,omitempty"`
 }
 

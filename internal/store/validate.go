@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/authz"
 )
 
 var lifetimePattern = regexp.MustCompile(`^(\d+)([smhdwy])$`)
@@ -210,8 +212,8 @@ func validEmail(s string) bool {
 	return err == nil && a.Name == "" && a.Address == s
 }
 
-// checkScope checks an RFC 6749 §3.3 scope: scope-tokens of printable
-// ASCII other than '"' and '\', separated by single spaces.
+// checkScope checks a client's allowed scope: RFC 6749 §3.3 scope-tokens
+// separated by single spaces, each SMART or OpenID syntax (internal/authz).
 func checkScope(field, s string) error {
 	if s == "" {
 		return nil
@@ -225,6 +227,9 @@ func checkScope(field, s string) error {
 				return invalid(field, fmt.Sprintf("scope token %q contains a character RFC 6749 does not allow", tok))
 			}
 		}
+	}
+	if _, err := authz.Parse(s); err != nil {
+		return invalid(field, err.Error())
 	}
 	return nil
 }

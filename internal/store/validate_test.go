@@ -30,6 +30,7 @@ func TestValidation(t *testing.T) {
 		{name: "client lifetime format", r: &ClientApplication{base: inProject(), AccessTokenLifetime: "1 hour"}, wantField: "accessTokenLifetime"},
 		{name: "client scope characters", r: &ClientApplication{base: inProject(), Scope: `user/*.rs "openid"`}, wantField: "scope", wantMsg: "RFC 6749"},
 		{name: "client scope backslash", r: &ClientApplication{base: inProject(), Scope: `user/Patient.r\\`}, wantField: "scope", wantMsg: "RFC 6749"},
+		{name: "client scope grammar", r: &ClientApplication{base: inProject(), Scope: "openid user/Observation.xyz"}, wantField: "scope", wantMsg: "invalid scope"},
 		{name: "client refresh lifetime format", r: &ClientApplication{base: inProject(), RefreshTokenLifetime: "2x"}, wantField: "refreshTokenLifetime"},
 		{name: "idp url required", r: &ClientApplication{base: inProject(), IdentityProvider: &IdentityProvider{}}, wantField: "identityProvider.userInfoUrl", wantMsg: "required"},
 		{name: "idp url scheme", r: &ClientApplication{base: inProject(), IdentityProvider: &IdentityProvider{UserInfoURL: "ftp://x/y"}}, wantField: "identityProvider.userInfoUrl"},
