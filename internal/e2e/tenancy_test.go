@@ -137,3 +137,29 @@ func TestBackendTenantHeaderSendsTheCallersProject(t *testing.T) {
 		t.Fatalf("an anonymous request carried X-Tenant-Id %q to the backend", got)
 	}
 }
+
+// TestClientScopeFromTheCLI: a client created with `caddy fhirgate client
+// create --scope` grants at most that scope, and the discovery document is
+// served by the gateway.
+func TestClientScopeFromTheCLI(t *testing.T) {
+	s := startStack(t, "")
+	if out, err := s.cli("fhirgate", "client", "create", "--address", s.adminAddr, "--project", "beta", "--id", "narrow",
+		"--userinfo-url", s.idp.URL+"/userinfo", "--scope", "openid offline_access user/Patient.rs"); err != nil {
+		t.Fatalf("cli client create: %v\n%s", err, out)
+	}
+	form := "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange&client_id=narrow&subject_token=bob-token" +
+		"&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_token"
+	r := do(t, "POST", s.gateway+"/oauth2/token", "application/x-www-form-urlencoded", form+"&scope=user%2F*.cruds")
+	if r.status != 200 || r.json(t)["scope"] != "user/Patient.rs" {
+		t.Fatalf("exchange asking for user/*.cruds: %d %s", r.status, r.body)
+	}
+	r = do(t, "POST", s.gateway+"/oauth2/token", "application/x-www-form-urlencoded", form+"&scope=user%2FObservation.r")
+	if r.status != 400 || r.json(t)["error"] != "invalid_scope" {
+		t.Fatalf("exchange asking for what the client does not allow: %d %s", r.status, r.body)
+	}
+	n := s.backend.seen()
+	r = do(t, "GET", s.gateway+"/fhir/R4/.well-known/smart-configuration", "", "")
+	if r.status != 200 || r.json(t)["token_endpoint"] != s.gateway+"/oauth2/token" || s.backend.seen() != n {
+		t.Fatalf("smart-configuration: %d %s (backend reached: %v)", r.status, r.body, s.backend.seen() != n)
+	}
+}

@@ -93,26 +93,17 @@ func TestTenantPathConfinesEveryRequestToItsPartition(t *testing.T) {
 		})
 	}
 
-	t.Run("public paths are not partitioned", func(t *testing.T) {
+	// Public paths and paths outside the base carry no project.
+	for _, p := range []string{"/fhir/R4/metadata", "/static/x.js"} {
 		var reached *http.Request
-		f.serveWith(httptest.NewRequest("GET", "/fhir/R4/metadata", nil), func(w http.ResponseWriter, r *http.Request) error {
+		f.serveWith(httptest.NewRequest("GET", p, nil), func(w http.ResponseWriter, r *http.Request) error {
 			reached = r
 			return nil
 		})
-		if reached == nil || reached.URL.Path != "/fhir/R4/metadata" {
-			t.Fatalf("public request reached %v", reached)
+		if reached == nil || reached.URL.Path != p {
+			t.Fatalf("unauthenticated %s reached %v", p, reached)
 		}
-	})
-	t.Run("outside the base is not partitioned", func(t *testing.T) {
-		var reached *http.Request
-		f.serveWith(httptest.NewRequest("GET", "/static/x.js", nil), func(w http.ResponseWriter, r *http.Request) error {
-			reached = r
-			return nil
-		})
-		if reached == nil || reached.URL.Path != "/static/x.js" {
-			t.Fatalf("request reached %v", reached)
-		}
-	})
+	}
 }
 
 func TestTenantPathMapsThePartitionOutOfResponses(t *testing.T) {

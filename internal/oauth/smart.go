@@ -1,9 +1,6 @@
 package oauth
 
-import (
-	"net/http"
-	"strings"
-)
+import "net/http"
 
 // What the token endpoint supports, shared by both discovery documents.
 var (
@@ -32,39 +29,15 @@ var (
 // smartConfiguration is the SMART App Launch 2.x discovery document
 // (.well-known/smart-configuration).
 type smartConfiguration struct {
-	Issuer                            string   `json:"issuer"`
-	JWKSURI                           string   `json:"jwks_uri"`
-	TokenEndpoint                     string   `json:"token_endpoint"`
-	RevocationEndpoint                string   `json:"revocation_endpoint"`
-	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
-	GrantTypesSupported               []string `json:"grant_types_supported"`
-	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
-	ScopesSupported                   []string `json:"scopes_supported"`
-	ResponseTypesSupported            []string `json:"response_types_supported"`
-	Capabilities                      []string `json:"capabilities"`
+	endpoints
+	Capabilities []string `json:"capabilities"`
 }
 
 // ServeSMARTConfiguration answers .well-known/smart-configuration (at the
 // site root and below the FHIR base, where SMART apps look) without a
 // token.
 func (s *Server) ServeSMARTConfiguration(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, oauthErr(http.StatusMethodNotAllowed, errInvalidRequest, "method", "use GET"))
-		return
-	}
-	base := strings.TrimSuffix(s.o.Tokens.Issuer(), "/")
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeMetadata(w, smartConfiguration{
-		Issuer:                            s.o.Tokens.Issuer(),
-		JWKSURI:                           base + "/.well-known/jwks.json",
-		TokenEndpoint:                     base + "/oauth2/token",
-		RevocationEndpoint:                base + "/oauth2/revoke",
-		IntrospectionEndpoint:             base + "/oauth2/introspect",
-		GrantTypesSupported:               grantTypesSupported,
-		TokenEndpointAuthMethodsSupported: authMethodsSupported,
-		ScopesSupported:                   scopesSupported,
-		ResponseTypesSupported:            []string{},
-		Capabilities:                      smartCapabilities,
+	s.serveDiscovery(w, r, func(e endpoints) any {
+		return smartConfiguration{endpoints: e, Capabilities: smartCapabilities}
 	})
 }
