@@ -25,7 +25,9 @@ func init() {
 // Handler is the fhirgate middleware. On its site it answers fhirgate's own
 // endpoints (`/oauth2/token`, `/oauth2/revoke`, `/oauth2/introspect`,
 // `/.well-known/jwks.json`, `/.well-known/openid-configuration`,
-// `/.well-known/oauth-authorization-server`), and requires a valid fhirgate
+// `/.well-known/oauth-authorization-server`, and
+// `/.well-known/smart-configuration` both at the root and below
+// `fhir_base`), and requires a valid fhirgate
 // bearer token for every request under `fhir_base` before passing it on to
 // the next handler, normally `reverse_proxy`.
 //
