@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 )
 
@@ -343,7 +344,14 @@ func (a *Authorizer) searchNeeds(typ string, q url.Values, compartment string) (
 	default:
 		out = append(out, need{perm: PermSearch, typ: "*", why: whySearch, query: q})
 	}
-	for key, values := range q {
+	// Sorted, so the first missing permission named is the same every time.
+	keys := make([]string, 0, len(q))
+	for key := range q {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		values := q[key]
 		name, modifier, _ := strings.Cut(key, ":")
 		switch {
 		case name == "_include" || name == "_revinclude":
