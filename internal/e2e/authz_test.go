@@ -14,6 +14,22 @@ import (
 	"text/template"
 )
 
+// scopedToken exchanges an identity provider token through a client,
+// asking for scope.
+func scopedToken(t *testing.T, gw, client, subject, scope string) string {
+	t.Helper()
+	form := url.Values{
+		"grant_type": {"urn:ietf:params:oauth:grant-type:token-exchange"}, "client_id": {client},
+		"subject_token": {subject}, "subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		"scope": {scope},
+	}
+	r := do(t, "POST", gw+"/oauth2/token", "application/x-www-form-urlencoded", form.Encode())
+	if r.status != 200 {
+		t.Fatalf("exchange with scope %q: %d %s", scope, r.status, r.body)
+	}
+	return r.json(t)["access_token"].(string)
+}
+
 // authzBackend is a loopback FHIR backend holding one Observation of each
 // of two patients; it records every request that reaches it.
 type authzBackend struct {
@@ -118,16 +134,7 @@ func TestAuthorizationAtTheGate(t *testing.T) {
 
 	token := func(subject, scope string) string {
 		t.Helper()
-		form := url.Values{
-			"grant_type": {"urn:ietf:params:oauth:grant-type:token-exchange"}, "client_id": {"alpha-app"},
-			"subject_token": {subject}, "subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
-			"scope": {scope},
-		}
-		r := do(t, "POST", gw+"/oauth2/token", "application/x-www-form-urlencoded", form.Encode())
-		if r.status != 200 {
-			t.Fatalf("exchange with scope %q: %d %s", scope, r.status, r.body)
-		}
-		return r.json(t)["access_token"].(string)
+		return scopedToken(t, gw, "alpha-app", subject, scope)
 	}
 	call := func(tok, method, p, body string) response {
 		t.Helper()
@@ -180,5 +187,36 @@ func TestAuthorizationAtTheGate(t *testing.T) {
 	refused("a create with rs", call(pat, "POST", "Observation", `{"resourceType":"Observation","subject":{"reference":"Patient/p1"}}`), "Observation.c")
 	if n := be.count() - before; n != 0 {
 		t.Fatalf("%d refused requests reached the backend: %v", n, be.seen[before:])
+	}
+}
+
+// TestAuthorizationBotCalls: a bot's FHIR calls follow the caller's
+// scopes; $execute needs r on Bot.
+func TestAuthorizationBotCalls(t *testing.T) {
+	s := startStack(t, "")
+	u := s.gateway + "/fhir/R4/Bot/$execute?identifier=" + url.QueryEscape("https://example.com/bots|fhirclient")
+	run := func(scope string) response {
+		t.Helper()
+		tok := scopedToken(t, s.gateway, "alpha-app", "alice-token", scope)
+		return do(t, "POST", u, "application/json", `{"patientId":"p-42"}`, "Authorization", "Bearer "+tok)
+	}
+	before := s.backend.count.Load()
+	if r := run("openid user/Patient.r user/Observation.c"); r.status != 403 || !strings.Contains(string(r.body), "Bot.r") {
+		t.Fatalf("$execute without r on Bot: %d %s", r.status, r.body)
+	}
+	// The bot reads the Patient, and its create is refused at the gate:
+	// the promise rejects with the OperationOutcome's text.
+	r := run("openid user/Bot.r user/Patient.r")
+	if r.status != 400 || !strings.Contains(string(r.body), "Observation.c") {
+		t.Fatalf("a bot create beyond the caller's scopes: %d %s", r.status, r.body)
+	}
+	s.backend.mu.Lock()
+	reqs := append([]*http.Request(nil), s.backend.requests...)
+	s.backend.mu.Unlock()
+	if n := s.backend.count.Load() - before; n != 1 || reqs[len(reqs)-1].Method != "GET" {
+		t.Fatalf("the backend saw %d requests, the last %s; want the Patient read only", n, reqs[len(reqs)-1].Method)
+	}
+	if r := run("openid user/Bot.r user/Patient.r user/Observation.c"); r.status != 200 {
+		t.Fatalf("a bot within the caller's scopes: %d %s", r.status, r.body)
 	}
 }
