@@ -324,7 +324,7 @@ func searchParams(req *Request) url.Values {
 // searchNeeds returns what a search of typ ("" for a system search) with
 // query needs: s on its type(s), and s on every type it reaches.
 func (a *Authorizer) searchNeeds(typ string, q url.Values, compartment string) ([]need, error) {
-	var out []need
+	out := make([]need, 0, 1+len(q))
 	switch {
 	case q.Has("_getpages"):
 		// A paging link names no type: the page's content is checked
