@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -64,18 +63,5 @@ func (h *harness) authzScenario(ctx context.Context, m *mainInstance) (*scenario
 func exchangeScoped(ctx context.Context, site, subject, scope string) (string, error) {
 	r := exchangePOST(site, subject)
 	r.Body += "&scope=" + url.QueryEscape(scope)
-	status, body, err := send(ctx, r)
-	if err != nil {
-		return "", fmt.Errorf("exchanging a scoped token: %w", err)
-	}
-	if status != http.StatusOK {
-		return "", fmt.Errorf("exchanging a scoped token: HTTP %d: %s", status, oneLine(body, 300))
-	}
-	var resp struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.AccessToken == "" {
-		return "", fmt.Errorf("exchanging a scoped token: no access_token in the answer")
-	}
-	return resp.AccessToken, nil
+	return exchangeRequest(ctx, r)
 }

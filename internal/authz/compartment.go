@@ -1,5 +1,7 @@
 package authz
 
+import "github.com/fhirgate/fhirgate/internal/fhir"
+
 // compartmentMember is how one resource type belongs to the Patient
 // compartment (FHIR R4 CompartmentDefinition/patient): the search
 // parameters that name the patient, and the element paths those
@@ -69,11 +71,18 @@ var r4CompartmentOnly = map[string]struct{}{
 	"ResearchSubject": {}, "Schedule": {}, "SupplyDelivery": {}, "SupplyRequest": {}, "VisionPrescription": {},
 }
 
+// patientDataOutside are types outside the R4 Patient compartment that
+// still carry one patient's data (Task.for, a Binary attachment, a stored
+// Bundle): under a patient/ scope they are refused like unchecked members.
+var patientDataOutside = map[string]struct{}{
+	"Binary": {}, "Bundle": {}, "Task": {}, "Linkage": {}, "Subscription": {},
+}
+
 // compartmentKind says how a type relates to the Patient compartment.
 type compartmentKind uint8
 
 const (
-	kindOutside   compartmentKind = iota // not patient data: Practitioner, Organization, Medication, Bot, …
+	kindOutside   compartmentKind = iota // an R4 type that is not patient data: Practitioner, Organization, Medication; and Bot
 	kindPatient                          // Patient itself
 	kindMember                           // in patientCompartment
 	kindUnchecked                        // a compartment type the gate cannot confine
@@ -87,6 +96,13 @@ func compartmentOf(typ string) compartmentKind {
 		return kindMember
 	}
 	if _, ok := r4CompartmentOnly[typ]; ok {
+		return kindUnchecked
+	}
+	if _, ok := patientDataOutside[typ]; ok {
+		return kindUnchecked
+	}
+	// A type the gate does not know could hold anything.
+	if typ != "Bot" && !fhir.IsResourceType(typ) {
 		return kindUnchecked
 	}
 	return kindOutside

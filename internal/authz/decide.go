@@ -301,13 +301,8 @@ func (acc *Access) confinePatient(n *need, pid string) result {
 		}
 		return notYours
 	case PermSearch:
-		switch {
-		case n.criterion:
-			return result{ok: true}
-		case n.query == nil:
-			return result{ok: true, checkResponse: true}
-		case onlyValue(n.query["_id"], pid):
-			return result{ok: true, checkResponse: true}
+		if r, ok := confineSearch(n, onlyValue(n.query["_id"], pid)); ok {
+			return r
 		}
 		return result{patientWhy: "a Patient search in a patient context must name _id=" + pid}
 	case PermUpdate:
@@ -319,6 +314,20 @@ func (acc *Access) confinePatient(n *need, pid string) result {
 	return notYours
 }
 
+// confineSearch decides a search need under a patient/ scope: a chain or
+// _has only filters the primary search; a type reached by _include is
+// checked in the answer; the primary search must name the patient
+// (named).
+func confineSearch(n *need, named bool) (result, bool) {
+	switch {
+	case n.criterion:
+		return result{ok: true}, true
+	case n.query == nil, named:
+		return result{ok: true, checkResponse: true}, true
+	}
+	return result{}, false
+}
+
 // confineMember: a type of the Patient compartment.
 func (acc *Access) confineMember(n *need, pid string) result {
 	switch n.perm {
@@ -328,13 +337,8 @@ func (acc *Access) confineMember(n *need, pid string) result {
 		}
 		return result{ok: true, checkResponse: true}
 	case PermSearch:
-		switch {
-		case n.criterion:
-			return result{ok: true}
-		case n.query == nil:
-			return result{ok: true, checkResponse: true}
-		case confinedQuery(n.typ, n.query, pid):
-			return result{ok: true, checkResponse: true}
+		if r, ok := confineSearch(n, confinedQuery(n.typ, n.query, pid)); ok {
+			return r
 		}
 		m := patientCompartment[n.typ]
 		return result{patientWhy: fmt.Sprintf("a search of %s in a patient context must name the patient (%s=Patient/%s)", n.typ, m.params[0], pid)}

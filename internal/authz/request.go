@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 )
 
@@ -323,7 +324,7 @@ func searchParams(req *Request) url.Values {
 // searchNeeds returns what a search of typ ("" for a system search) with
 // query needs: s on its type(s), and s on every type it reaches.
 func (a *Authorizer) searchNeeds(typ string, q url.Values, compartment string) ([]need, error) {
-	var out []need
+	out := make([]need, 0, 1+len(q))
 	switch {
 	case q.Has("_getpages"):
 		// A paging link names no type: the page's content is checked
@@ -343,7 +344,14 @@ func (a *Authorizer) searchNeeds(typ string, q url.Values, compartment string) (
 	default:
 		out = append(out, need{perm: PermSearch, typ: "*", why: whySearch, query: q})
 	}
-	for key, values := range q {
+	// Sorted, so the first missing permission named is the same every time.
+	keys := make([]string, 0, len(q))
+	for key := range q {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		values := q[key]
 		name, modifier, _ := strings.Cut(key, ":")
 		switch {
 		case name == "_include" || name == "_revinclude":

@@ -82,6 +82,12 @@ type authzFixture struct {
 
 func newAuthzFixture(t *testing.T) *authzFixture {
 	t.Helper()
+	return newAuthzFixtureOps(t, nil)
+}
+
+// newAuthzFixtureOps is newAuthzFixture with fhirgate operations.
+func newAuthzFixtureOps(t *testing.T, ops func(gateway.Target) gateway.Operation) *authzFixture {
+	t.Helper()
 	st := storetest.Open(t)
 	ctx := context.Background()
 	idp := gatewaytest.IdentityProvider(t)
@@ -106,7 +112,7 @@ func newAuthzFixture(t *testing.T) *authzFixture {
 		}
 	}
 	auth := gatewaytest.OAuth(t, st)
-	gw, err := gateway.New(gateway.Options{OAuth: auth, AllowedOperations: map[string]string{"$match": "s"}})
+	gw, err := gateway.New(gateway.Options{OAuth: auth, AllowedOperations: map[string]string{"$match": "s"}, Operations: ops})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,5 +241,41 @@ func TestGatewayPatientContext(t *testing.T) {
 	tok2 := f.token("pat2", "patient/Observation.rs")
 	if st, _ := f.do(tok2, "GET", "Observation/o1", ""); st != 403 {
 		t.Fatalf("p2 reading p1's Observation: %d", st)
+	}
+}
+
+// TestGatewayAuthorizesBotCalls: a bot's FHIR calls (through Backend) are
+// decided against the caller's scopes, and $execute itself needs r on Bot.
+func TestGatewayAuthorizesBotCalls(t *testing.T) {
+	var f *authzFixture
+	f = newAuthzFixtureOps(t, func(tg gateway.Target) gateway.Operation {
+		if tg.Type != "Bot" || tg.Operation != "$execute" {
+			return nil
+		}
+		return func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, be *gateway.Backend) {
+			resp, err := be.Do(r.Context(), http.MethodGet, "Observation/o1", nil, nil, nil)
+			if err != nil {
+				t.Errorf("backend call: %v", err)
+				return
+			}
+			w.WriteHeader(resp.Status)
+			_, _ = w.Write(resp.Body)
+		}
+	})
+	if st, _ := f.do(f.token("doc", "user/Observation.r"), "POST", "Bot/b1/$execute", "{}"); st != 403 {
+		t.Fatalf("$execute without r on Bot: %d", st)
+	}
+	before := f.backend.count()
+	st, body := f.do(f.token("doc", "user/Bot.r"), "POST", "Bot/b1/$execute", "{}")
+	if st != 403 || !strings.Contains(body, "Observation.r") || f.backend.count() != before {
+		t.Fatalf("a bot call beyond the caller's scopes: %d %s, backend saw %v", st, body, f.backend.seen[before:])
+	}
+	if st, body := f.do(f.token("doc", "user/Bot.r user/Observation.r"), "POST", "Bot/b1/$execute", "{}"); st != 200 || !strings.Contains(body, `"o1"`) {
+		t.Fatalf("a bot call within the caller's scopes: %d %s", st, body)
+	}
+	// In a patient context the bot's read of another patient's
+	// Observation is refused after the backend answered.
+	if st, body := f.do(f.token("pat2", "patient/Bot.r patient/Observation.r"), "POST", "Bot/b1/$execute", "{}"); st != 403 || strings.Contains(body, `"status":"final"`) {
+		t.Fatalf("a bot call outside the patient's compartment: %d %s", st, body)
 	}
 }
