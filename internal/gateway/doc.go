@@ -28,4 +28,10 @@
 // any of it is sent; for a patient-context update or delete the stored
 // resource is read and checked first. A bot's FHIR calls through Backend
 // are authorized the same way.
+//
+// Last, Options.BackendTenant keeps projects apart on a shared backend:
+// TenantPath sends the request into {base}/{project}/, a path built from
+// the Target and refused (400) when any reading of a segment could leave
+// the partition, and maps the partition back out of the answer's URLs;
+// TenantHeader names the project in a header. A bot's calls follow it too.
 package gateway
