@@ -59,6 +59,11 @@ func checkGranted(t *testing.T, e *env, rec *httptest.ResponseRecorder, wantScop
 	if patient != wantPatient || claims.Patient != wantPatient {
 		fail(t, rec, "patient: response %q, token %q; want %q", patient, claims.Patient, wantPatient)
 	}
+	intro := decode(t, e.post(e.srv.ServeIntrospect, url.Values{"token": {body["access_token"].(string)}, "client_id": {claims.ClientID}}, "", ""))
+	introPatient, _ := intro["patient"].(string)
+	if intro["active"] != true || intro["scope"] != wantScope || introPatient != wantPatient {
+		t.Fatalf("introspection %v: want scope %q, patient %q", intro, wantScope, wantPatient)
+	}
 	id, aerr := e.authenticate(body["access_token"].(string))
 	if aerr != nil || id.Scope != wantScope || id.Patient != wantPatient {
 		t.Fatalf("identity %+v (%v): want scope %q, patient %q", id, aerr, wantScope, wantPatient)
