@@ -130,6 +130,7 @@ func checkProject(ctx context.Context, st *store.Store, c deploy.Compiler, pid s
 			JWKSURI:              c.JWKSURI,
 			AccessTokenLifetime:  lifetimeString(c.AccessTokenTTL),
 			RefreshTokenLifetime: lifetimeString(c.RefreshTokenTTL),
+			Scope:                c.Scope,
 		}
 		client.ID = cid
 		client.Meta.Project = pid

@@ -468,3 +468,26 @@ func applyProjects(t *testing.T, projects map[string]*ProjectConfig, wantErr str
 	}
 	return st, true
 }
+
+func TestDeclaredClientScope(t *testing.T) {
+	dir := t.TempDir()
+	declare := func(scope string) map[string]*ProjectConfig {
+		return map[string]*ProjectConfig{"p": {Clients: map[string]*ClientConfig{
+			"app": {UserinfoURL: "https://idp.example.com/userinfo", Scope: scope},
+		}}}
+	}
+	if _, err := loadApp(t, dir, declare("openid user/Observation.cruds?x"), false); err == nil || !strings.Contains(err.Error(), "client app: scope") {
+		t.Fatalf("a scope the SMART grammar refuses: %v, want an error naming client app's scope", err)
+	}
+	a, err := loadApp(t, dir, declare("openid offline_access patient/*.rs launch/patient"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.Get[store.ClientApplication](context.Background(), a.Store(), "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Scope != "openid offline_access patient/*.rs launch/patient" {
+		t.Fatalf("stored scope %q", c.Scope)
+	}
+}

@@ -70,6 +70,7 @@ func init() {
 //				cache_ttl         <duration>
 //				access_token_ttl  <duration>
 //				refresh_token_ttl <duration>
+//				scope             <scope>...
 //			}
 //			user <email> {
 //				profile <ResourceType/id>
@@ -282,6 +283,16 @@ func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
 			return parseDuration(d, &c.AccessTokenTTL)
 		case "refresh_token_ttl":
 			return parseDuration(d, &c.RefreshTokenTTL)
+		case "scope":
+			if c.Scope != "" {
+				return d.Err("scope already specified")
+			}
+			scopes := d.RemainingArgs()
+			if len(scopes) == 0 {
+				return d.ArgErr()
+			}
+			c.Scope = strings.Join(scopes, " ")
+			return nil
 		default:
 			return d.Errf("unrecognized client option '%s'", d.Val())
 		}
@@ -490,7 +501,9 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		public_upstream_auth
 //		basic_auth       on|off
 //		token_passthrough <path>...
+//		backend_tenant   none|path|header <header>
 //		max_body         <size>
+//		allow_operation  <$name> <permissions>
 //		identity_headers {
 //			user    <header>
 //			profile <header>
@@ -579,6 +592,26 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(h.TokenPassthrough) == 0 {
 				return d.ArgErr()
 			}
+		case "backend_tenant":
+			if h.BackendTenant != "" {
+				return d.Err("backend_tenant already specified")
+			}
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			h.BackendTenant = args[0]
+			switch mode := args[0]; {
+			case mode == "header" && len(args) == 2:
+				h.TenantHeader = args[1]
+			case (mode == "none" || mode == "path") && len(args) == 1:
+			case mode == "header":
+				return d.Err("backend_tenant header needs a header name: backend_tenant header <Header-Name>")
+			case mode == "none" || mode == "path":
+				return d.ArgErr()
+			default:
+				return d.Errf("invalid backend_tenant '%s': must be none, path or header <Header-Name>", mode)
+			}
 		case "identity_headers":
 			if err := h.unmarshalIdentityHeaders(d); err != nil {
 				return err
@@ -596,10 +629,35 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("invalid max_body '%s': want a size such as 1MB or 512KiB", arg)
 			}
 			h.MaxBody = int64(size)
+		case "allow_operation":
+			if err := h.unmarshalAllowOperation(d); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unrecognized fhirgate subdirective '%s'", d.Val())
 		}
 	}
+	return nil
+}
+
+// unmarshalAllowOperation reads one `allow_operation <$name> <permissions>`.
+// The permission letters are checked at provision, with the rest of the
+// authorization config.
+func (h *Handler) unmarshalAllowOperation(d *caddyfile.Dispenser) error {
+	var name, perms string
+	if !d.AllArgs(&name, &perms) {
+		return d.ArgErr()
+	}
+	if !strings.HasPrefix(name, "$") {
+		return d.Errf("invalid allow_operation '%s': the name starts with $", name)
+	}
+	if _, dup := h.AllowOperations[name]; dup {
+		return d.Errf("allow_operation '%s' already specified", name)
+	}
+	if h.AllowOperations == nil {
+		h.AllowOperations = map[string]string{}
+	}
+	h.AllowOperations[name] = perms
 	return nil
 }
 

@@ -29,6 +29,7 @@ in URLs, because Caddy logs admin request URIs.
 Examples:
   caddy fhirgate project create --id demo --name "Demo clinic"
   caddy fhirgate client create --project demo --id web --userinfo-url https://idp.example.com/userinfo
+  caddy fhirgate client create --project demo --id patient-app --userinfo-url https://idp.example.com/userinfo --scope "openid offline_access patient/*.rs"
   caddy fhirgate user create --email alice@example.com
   caddy fhirgate membership create --project demo --email alice@example.com --profile Practitioner/123
   caddy fhirgate bot create --project demo --name echo --identifier https://example.com/bots|echo

@@ -68,6 +68,9 @@ func clientCommand() *cobra.Command {
 			if record["name"] == "" {
 				record["name"] = str(cmd, "id")
 			}
+			if scope := str(cmd, "scope"); scope != "" {
+				record["scope"] = scope
+			}
 			return c.createOrPut("ClientApplication", str(cmd, "id"), record)
 		}),
 	}
@@ -76,6 +79,7 @@ func clientCommand() *cobra.Command {
 	create.Flags().String("project", "", "project id (required)")
 	create.Flags().String("userinfo-url", "", "identity provider's userinfo endpoint (required)")
 	create.Flags().Bool("use-subject", false, "match people by the provider's sub instead of email")
+	create.Flags().String("scope", "", "space-separated scopes the client may be granted, e.g. \"openid offline_access patient/*.rs\" (default: full access, user/*.cruds)")
 	_ = create.MarkFlagRequired("project")
 	_ = create.MarkFlagRequired("userinfo-url")
 	return recordCommand("client", "ClientApplication", create, "project", "name")

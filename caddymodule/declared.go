@@ -102,6 +102,14 @@ type ClientConfig struct {
 	// negative disables caching. Default: the app's `userinfo_cache_ttl`.
 	CacheTTL caddy.Duration `json:"cache_ttl,omitempty"`
 
+	// Scope is what this client may be granted: SMART scopes
+	// (`patient/Observation.rs`, `user/*.cruds`, v1's `user/*.read`) and
+	// `openid`, `fhirUser`, `offline_access`, `online_access`,
+	// `launch/patient`, space-separated. A token request is granted the
+	// scope it asks for intersected with this. Default (empty): full
+	// access, `user/*.cruds`.
+	Scope string `json:"scope,omitempty"`
+
 	// AccessTokenTTL and RefreshTokenTTL override the app's token lifetimes
 	// for this client.
 	AccessTokenTTL  caddy.Duration `json:"access_token_ttl,omitempty"`

@@ -24,11 +24,13 @@ func init() {
 // endpoints (every path under `/oauth2/`: `token`, `revoke`, `introspect`,
 // `logout`, `userinfo`, any other with 404; `/auth/exchange`, `/auth/me`,
 // `/.well-known/jwks.json`, `/.well-known/openid-configuration`,
-// `/.well-known/oauth-authorization-server`), and requires a valid fhirgate
-// bearer token (or, with `basic_auth on`, a client's Basic credentials)
-// for every request under `fhir_base` before passing it on to the next
-// handler, normally `reverse_proxy`. Outside `fhir_base`, requests pass
-// through without a fhirgate token (see `token_passthrough`).
+// `/.well-known/oauth-authorization-server`, and
+// `/.well-known/smart-configuration` both at the root and below
+// `fhir_base`), and requires a valid fhirgate bearer token (or, with
+// `basic_auth on`, a client's Basic credentials) for every request under
+// `fhir_base` before passing it on to the next handler, normally
+// `reverse_proxy`. Outside `fhir_base`, requests pass through without a
+// fhirgate token (see `token_passthrough`).
 //
 // A request under `fhir_base` without a valid token is answered 401 with an
 // RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
@@ -37,6 +39,15 @@ func init() {
 // a site's `handle_errors` does not see it. Only `public_paths` requested
 // with one of `public_methods` pass without a token. Requests outside
 // `fhir_base` pass through.
+//
+// Every authenticated request under `fhir_base` is then authorized
+// against the token's SMART scopes (docs/authorization.md): the
+// interaction, every resource type it reaches (`_include`, `_revinclude`,
+// `_has`, chains, batch entries), the granular parameters and, for a
+// patient context, the patient's compartment. A request the scopes do not
+// allow is answered 403 with an OperationOutcome naming the missing
+// permission, and the backend never sees it; so is an `$operation` that
+// is neither built in nor listed in `allow_operations`.
 //
 // Headers that make backends act on another URL or method
 // (`X-Original-URL`, `X-Rewrite-URL`, `X-HTTP-Method-Override`,
@@ -114,10 +125,37 @@ type Handler struct {
 	// never receives one unasked. A path ending in `/*` covers everything
 	// below it. Default: none.
 	TokenPassthrough []string `json:"token_passthrough,omitempty"`
+	// BackendTenant is how a backend shared by several projects tells them
+	// apart, for every authenticated request the handler sends on (bots'
+	// `medplum` calls included): `none` (default) sends paths unchanged;
+	// `path` sends `{fhir_base}/X` as `{fhir_base}/{project}/X`, the layout
+	// of HAPI FHIR's URL-based partitioning, and maps
+	// `{fhir_base}/{project}` back to `{fhir_base}` in the response's
+	// `Location`, `Content-Location` and `Link` headers and textual bodies;
+	// `header` sends the project id in `tenant_header`. With `path`, a path
+	// that any backend could read as leaving the partition (encoded
+	// slashes, dot segments, `;` parameters, backslashes, bytes outside
+	// printable ASCII) is answered 400 and never sent. Requests served
+	// without a token (`public_paths`) are sent unchanged.
+	BackendTenant string `json:"backend_tenant,omitempty"`
+
+	// TenantHeader names the header that carries the project id with
+	// `backend_tenant header`; required then. Incoming copies of it are
+	// always removed, so clients cannot choose their tenant.
+	TenantHeader string `json:"tenant_header,omitempty"`
 
 	// MaxBody bounds the body of a bot `$execute` request, in bytes; a
 	// larger one is answered 413. Default: 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
+
+	// AllowOperations are FHIR `$operations` the gate lets through beyond
+	// its built-in table (`$execute`, `$everything`, `$lastn`, `$expand`,
+	// … see docs/authorization.md), by name with its `$`, each with the
+	// SMART permissions it needs on the type of its path, e.g.
+	// `{"$match": "s"}`; at the system level the permissions are needed
+	// on every type (`*`). Any other operation is answered 403. Default:
+	// none.
+	AllowOperations map[string]string `json:"allow_operations,omitempty"`
 
 	gw     *gateway.Gateway
 	bots   *botAPI
@@ -168,12 +206,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		UpstreamToken:      repl.ReplaceKnown(h.UpstreamToken, ""),
 		BasicAuth:          h.BasicAuth,
 		TokenPassthrough:   h.TokenPassthrough,
+		BackendTenant:      h.BackendTenant,
+		TenantHeader:       h.TenantHeader,
 		OAuth:              app.oauth,
 		Operations:         h.bots.Handler,
 		SiteOperations:     h.bots.SiteHandler,
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
 		ErrorStatus:        errorStatus,
 		OnAuthenticated:    setPlaceholders,
+		AllowedOperations:  h.AllowOperations,
 	}
 	if hd := h.IdentityHeaders; hd != nil {
 		opts.Headers = gateway.IdentityHeaders{

@@ -247,7 +247,13 @@ const echoBotCode = "export async function handler(medplum, event) {\n  return e
 
 // exchange performs one token exchange and returns the access token.
 func exchange(ctx context.Context, site, subject string) (string, error) {
-	status, body, err := send(ctx, exchangePOST(site, subject))
+	return exchangeRequest(ctx, exchangePOST(site, subject))
+}
+
+// exchangeRequest sends a token-exchange request and returns the access
+// token.
+func exchangeRequest(ctx context.Context, r requestSpec) (string, error) {
+	status, body, err := send(ctx, r)
 	if err != nil {
 		return "", fmt.Errorf("exchanging a token: %w", err)
 	}

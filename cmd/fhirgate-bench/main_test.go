@@ -361,8 +361,11 @@ func TestParsers(t *testing.T) {
 		if ids, err := parseOnly("8"); err != nil || len(ids) != 1 || ids[0] != 8 {
 			t.Errorf("parseOnly(8) = %v, %v", ids, err)
 		}
-		if _, err := parseOnly("10"); err == nil {
-			t.Error("parseOnly accepted scenario 10")
+		if ids, err := parseOnly("10"); err != nil || len(ids) != 1 || ids[0] != authzScenarioID {
+			t.Errorf("parseOnly(10) = %v, %v; want the authorization scenario", ids, err)
+		}
+		if _, err := parseOnly("11"); err == nil {
+			t.Error("parseOnly accepted scenario 11")
 		}
 	})
 }

@@ -60,7 +60,8 @@ func userFromToken(tok string) (user int, ok bool) {
 }
 
 // newBackend is the FHIR server stand-in: GET /fhir/R4/Patient/1 answers the
-// fixed Patient; anything else is a FHIR 404.
+// fixed Patient, a MedicationRequest search a fixed searchset; anything
+// else is a FHIR 404.
 func newBackend() http.Handler {
 	notFound := []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"not-found"}]}`)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +69,11 @@ func newBackend() http.Handler {
 		if r.Method == http.MethodGet && r.URL.Path == "/fhir/R4/Patient/1" {
 			w.Header().Set("Content-Length", strconv.Itoa(len(patientJSON)))
 			_, _ = w.Write(patientJSON)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/fhir/R4/MedicationRequest" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(medicationSearchJSON)))
+			_, _ = w.Write(medicationSearchJSON)
 			return
 		}
 		w.WriteHeader(http.StatusNotFound)

@@ -169,6 +169,7 @@ func TestAdminAPIErrors(t *testing.T) {
 		{name: "wrong field type", method: "POST", path: "/fhirgate/User", contentType: "application/json", body: `{"email":5}`, status: 400, textContains: "email"},
 		{name: "resourceType mismatch", method: "POST", path: "/fhirgate/User", contentType: "application/json", body: `{"resourceType":"Bot","email":"a@b.c"}`, status: 400, textContains: "resourceType"},
 		{name: "id mismatch", method: "PUT", path: "/fhirgate/Project/p1", contentType: "application/json", body: `{"id":"p2","name":"x"}`, status: 400, textContains: "id"},
+		{name: "client scope grammar", method: "POST", path: "/fhirgate/ClientApplication", contentType: "application/json", body: `{"meta":{"project":"p1"},"scope":"openid user/Observation.rx"}`, status: 400, textContains: "scope"},
 		{name: "missing required", method: "POST", path: "/fhirgate/User", contentType: "application/json", body: `{}`, status: 400, textContains: "email"},
 		{name: "duplicate email", method: "POST", path: "/fhirgate/User", contentType: "application/json", body: `{"email":"BOB@example.com"}`, status: 409},
 		{name: "duplicate bot identifier", method: "POST", path: "/fhirgate/Bot", contentType: "application/json", body: `{"name":"c","meta":{"project":"p1"},"identifier":[{"system":"s","value":"v"}]}`, status: 409},
@@ -225,5 +226,19 @@ func TestAdminAPIBackupRestoreRoundTrip(t *testing.T) {
 	}
 	if u, err := b.st.UserByEmail(context.Background(), "CAROL@example.com"); err != nil || u.ID != userID {
 		t.Fatalf("restored email index: %v %v", u, err)
+	}
+}
+
+func TestAdminAPIManagesClientScope(t *testing.T) {
+	a := newTestAPI(t)
+	a.do("PUT", "/fhirgate/Project/p1", "application/json", `{"name":"P1"}`)
+	status, out, _ := a.do("PUT", "/fhirgate/ClientApplication/app", "application/json",
+		`{"meta":{"project":"p1"},"scope":"openid  patient/*.rs launch/patient"}`)
+	if status != http.StatusCreated || out["scope"] != "openid patient/*.rs launch/patient" {
+		t.Fatalf("create: %d %v", status, out)
+	}
+	status, out, _ = a.do("PUT", "/fhirgate/ClientApplication/app", "application/json", `{"meta":{"project":"p1"}}`)
+	if status != http.StatusOK || out["scope"] != nil {
+		t.Fatalf("scope removed: %d %v", status, out)
 	}
 }

@@ -29,6 +29,9 @@ type Backend struct {
 	id   *oauth.Identity
 	orig *http.Request
 	next Next
+	// authorized: every request is decided against the caller's scopes
+	// first (a bot's FHIR calls), as the caller's own requests are.
+	authorized bool
 }
 
 // BackendResponse is a backend answer.
@@ -41,7 +44,29 @@ type BackendResponse struct {
 // Do sends one request. path is relative to the FHIR base and escaped, e.g.
 // "Patient/123". ctx must descend from the original request's context (it
 // carries Caddy's per-request state); it may outlive the request itself.
+// For fhirgate's operations (bots) the request is first authorized against
+// the caller's scopes: a refusal is answered as the gate answers it (403
+// OperationOutcome) and never reaches the backend.
 func (b *Backend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*BackendResponse, error) {
+	if !b.authorized {
+		return b.do(ctx, method, path, query, body, header)
+	}
+	denied, check, ok := b.authorize(ctx, method, path, query, body, header)
+	if !ok {
+		return denied, nil
+	}
+	resp, err := b.do(ctx, method, path, query, body, header)
+	if err != nil || check == nil || resp.Status < 200 || resp.Status >= 300 {
+		return resp, err
+	}
+	if e := check.CheckResponse(resp.Body); e != nil {
+		return deniedResponse(e), nil
+	}
+	return resp, nil
+}
+
+// do sends one request as Do describes, without authorizing it.
+func (b *Backend) do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*BackendResponse, error) {
 	rawPath := b.g.o.FHIRBase + "/" + strings.TrimPrefix(path, "/")
 	if path == "" {
 		rawPath = b.g.o.FHIRBase
@@ -53,8 +78,7 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	u := *b.orig.URL
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = unescaped, rawPath, query.Encode(), ""
 	if hasMethodOverride(u.RawQuery) {
-		body := fhir.MarshalOutcome(http.StatusBadRequest, methodOverrideRefused)
-		return &BackendResponse{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {fhir.ContentType}}, Body: body}, nil
+		return badRequest(methodOverrideRefused), nil
 	}
 
 	req := b.orig.Clone(ctx)
@@ -72,7 +96,13 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	b.g.setIdentity(req, b.id)
 
 	rec := newRecorder()
-	if err := b.next(rec, req); err != nil {
+	w, finish, err := b.g.toTenant(rec, req, ParseTarget(b.g.o.FHIRBase, req.URL), b.id.ProjectID)
+	if err != nil {
+		return badRequest(err.Error()), nil
+	}
+	err = b.next(w, req)
+	finish()
+	if err != nil {
 		if b.g.o.ErrorStatus == nil {
 			return nil, fmt.Errorf("backend request: %w", err)
 		}
@@ -86,6 +116,12 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 		return nil, errors.New("backend response exceeds 16 MiB")
 	}
 	return rec.Response(), nil
+}
+
+// badRequest is a 400 the gate answers in the backend's place.
+func badRequest(msg string) *BackendResponse {
+	body := fhir.MarshalOutcome(http.StatusBadRequest, msg)
+	return &BackendResponse{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {fhir.ContentType}}, Body: body}
 }
 
 // recorder captures the next handler's response in memory, bounded to

@@ -19,4 +19,19 @@
 // X-HTTP-Method-Override and the like) are removed from every request, and
 // a _method query parameter under the base is refused, so the backend
 // serves the request the gate judged.
+//
+// An authenticated request is then authorized (internal/authz) against its
+// token's scopes and patient context before anything acts on it, fhirgate's
+// own operations included; a refusal is a 403 OperationOutcome the backend
+// never sees. When the decision depends on data the request does not show
+// (a patient-context read), the backend's answer is held and checked before
+// any of it is sent; for a patient-context update or delete the stored
+// resource is read and checked first. A bot's FHIR calls through Backend
+// are authorized the same way.
+//
+// Last, Options.BackendTenant keeps projects apart on a shared backend:
+// TenantPath sends the request into {base}/{project}/, a path built from
+// the Target and refused (400) when any reading of a segment could leave
+// the partition, and maps the partition back out of the answer's URLs;
+// TenantHeader names the project in a header. A bot's calls follow it too.
 package gateway

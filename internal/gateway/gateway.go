@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fhirgate/fhirgate/internal/authz"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 )
@@ -93,6 +94,14 @@ type Options struct {
 	// carrying a fhirgate token is removed before the request goes on. A
 	// path ending in "/*" matches everything below it.
 	TokenPassthrough []string
+	// BackendTenant is how the backend tells projects apart: TenantNone
+	// (default), TenantPath or TenantHeader. It applies to every
+	// authenticated request sent on, fhirgate's own (a bot's FHIR calls)
+	// included.
+	BackendTenant string
+	// TenantHeader names the header that carries the project id with
+	// TenantHeader; clients' copies of it are always removed.
+	TenantHeader string
 
 	OAuth *oauth.Server
 
@@ -122,6 +131,12 @@ type Options struct {
 	// OnAuthenticated is told of every authenticated request, so the Caddy
 	// module can set placeholders.
 	OnAuthenticated func(r *http.Request, id *oauth.Identity)
+
+	// AllowedOperations are $operations authorized beyond the built-in
+	// table (internal/authz), by name with its "$", each with the
+	// permissions it needs on its path's type ("r", "rs"). Any other
+	// operation is refused with 403.
+	AllowedOperations map[string]string
 }
 
 // Operation answers an authenticated request fhirgate serves itself; it
@@ -138,6 +153,9 @@ type Gateway struct {
 	// strip are the request headers removed before anything else: the
 	// identity headers and the override headers.
 	strip headerSet
+	// authz decides every authenticated request under the base against the
+	// token's scopes.
+	authz *authz.Authorizer
 }
 
 // New returns a Gateway.
@@ -177,8 +195,15 @@ func New(o Options) (*Gateway, error) {
 	fill(&h.Project, DefaultIdentityHeaders.Project)
 	fill(&h.Client, DefaultIdentityHeaders.Client)
 	fill(&h.Scope, DefaultIdentityHeaders.Scope)
+	if err := checkTenancy(&o); err != nil {
+		return nil, err
+	}
 
-	g := &Gateway{o: o, base: normalizePath(o.FHIRBase)}
+	az, err := authz.New(authz.Options{FHIRBase: o.FHIRBase, Operations: o.AllowedOperations})
+	if err != nil {
+		return nil, fmt.Errorf("allowed operations: %w", err)
+	}
+	g := &Gateway{o: o, base: normalizePath(o.FHIRBase), authz: az}
 	for _, p := range o.PublicPaths {
 		if !strings.HasPrefix(p, "/") {
 			return nil, fmt.Errorf("public path %q must start with /", p)
@@ -203,7 +228,11 @@ func New(o Options) (*Gateway, error) {
 			g.passthrough[len(g.passthrough)-1] = cleanPath(strings.TrimSuffix(p, "/*")) + "/*"
 		}
 	}
-	g.strip = newHeaderSet(append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)...)
+	strip := append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)
+	if o.TenantHeader != "" {
+		strip = append(strip, o.TenantHeader)
+	}
+	g.strip = newHeaderSet(strip...)
 	return g, nil
 }
 
@@ -278,13 +307,33 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	if g.o.OnAuthenticated != nil {
 		g.o.OnAuthenticated(r, id)
 	}
+	// Authorize before anything acts on the request, fhirgate's own
+	// operations included ($execute needs r on Bot).
+	w, finish, ok := g.authorize(w, r, id, target, next)
+	if !ok {
+		return nil
+	}
 	if g.o.Operations != nil && target.Under {
 		if op := g.o.Operations(target); op != nil {
-			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next})
+			op(w, r, id, &Backend{g: g, id: id, orig: r, next: next, authorized: true})
+			if finish != nil {
+				return finish()
+			}
 			return nil
 		}
 	}
-	return next(w, r)
+	tw, tenantDone, err := g.toTenant(w, r, target, id.ProjectID)
+	if err != nil {
+		fhir.WriteOutcome(w, http.StatusBadRequest, err.Error())
+		err = nil // answered; an authorization check still sees the answer
+	} else {
+		err = next(tw, r)
+		tenantDone()
+	}
+	if err != nil || finish == nil {
+		return err
+	}
+	return finish()
 }
 
 // ownEndpoint returns the handler for one of fhirgate's own endpoints
@@ -300,6 +349,10 @@ func (g *Gateway) ownEndpoint(p string) http.HandlerFunc {
 		return o.ServeJWKS
 	case "/.well-known/openid-configuration", "/.well-known/oauth-authorization-server":
 		return o.ServeMetadata
+	case "/.well-known/smart-configuration", g.o.FHIRBase + "/.well-known/smart-configuration":
+		// SMART apps look below the FHIR base; the backend's own document
+		// would describe another authorization server.
+		return o.ServeSMARTConfiguration
 	}
 	return nil
 }

@@ -112,6 +112,8 @@ func TestGatewayRouting(t *testing.T) {
 		{name: "no token", path: "/fhir/R4/Patient/1", status: 401},
 		{name: "bad token", path: "/fhir/R4/Patient/1", auth: "Bearer x.y.z", status: 401},
 		{name: "public metadata", path: "/fhir/R4/metadata", status: 299, reaches: true},
+		{name: "SMART discovery below the base is ours", path: "/fhir/R4/.well-known/smart-configuration", status: 200},
+		{name: "SMART discovery at the root is ours", path: "/.well-known/smart-configuration", status: 200},
 		{name: "public path is exact", path: "/fhir/R4/metadata/../Patient", status: 401},
 		{name: "dot-dot into the base", path: "/public/../fhir/R4/Patient", status: 401},
 		{name: "encoded slash into the base", path: "/fhir%2FR4%2FPatient", status: 401},

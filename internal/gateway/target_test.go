@@ -75,7 +75,7 @@ func TestParseTarget(t *testing.T) {
 // is gated, and what Operations gets is exactly the table's Target.
 func TestGateHandsItsReading(t *testing.T) {
 	var got *Target
-	f := newFixture(t, Options{Operations: func(tg Target) Operation {
+	f := newFixture(t, Options{AllowedOperations: map[string]string{"$export": "r"}, Operations: func(tg Target) Operation {
 		got = &tg
 		return func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, _ *Backend) { w.WriteHeader(298) }
 	}})

@@ -18,10 +18,14 @@ const maxBearerBytes = 8 << 10
 
 // Identity is who a valid bearer token speaks for.
 type Identity struct {
-	UserID       string
-	LoginID      string
-	ClientID     string
-	Scope        string
+	UserID   string
+	LoginID  string
+	ClientID string
+	// Scope is the token's granted scope; empty (a token issued before
+	// scopes were granted) means full access.
+	Scope string
+	// Patient is the token's patient context (a Patient id), if any.
+	Patient      string
 	Profile      string // e.g. "Practitioner/123"
 	ProjectID    string
 	MembershipID string
@@ -67,7 +71,7 @@ func (s *Server) Authenticate(ctx context.Context, r *http.Request) (*Identity, 
 		return nil, e
 	}
 	id := &Identity{
-		UserID: claims.Subject, LoginID: login.ID, ClientID: claims.ClientID, Scope: claims.Scope,
+		UserID: claims.Subject, LoginID: login.ID, ClientID: claims.ClientID, Scope: claims.Scope, Patient: claims.Patient,
 		Profile: claims.Profile, ProjectID: m.Meta.Project, MembershipID: m.ID, Admin: m.Admin,
 	}
 	return id, nil

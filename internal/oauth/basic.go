@@ -58,7 +58,7 @@ func (s *Server) basicIdentity(ctx context.Context, r *http.Request) (*Identity,
 	}
 	profile := machineProfile(client, m)
 	return &Identity{
-		UserID: client.ID, ClientID: client.ID, Scope: grantedMachineScope(client, ""),
+		UserID: client.ID, ClientID: client.ID, Scope: client.Scope,
 		Profile: profile.Reference, ProjectID: m.Meta.Project, MembershipID: m.ID, Admin: m.Admin,
 	}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -67,7 +66,7 @@ func (s *Server) Exchange(ctx context.Context, req ExchangeRequest) (*tokenRespo
 		return nil, client, oauthErr(http.StatusBadRequest, errUnauthorizedClient, "no_identity_provider",
 			"this client has no identity provider configured for token exchange")
 	}
-	scope, e := normalizeScope(req.Scope)
+	scope, e := grantScope(req.Scope, client)
 	if e != nil {
 		return nil, client, e
 	}
@@ -117,33 +116,4 @@ func storeFailure(what string, err error) *Error {
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: errServerError, Reason: "store",
 		Description: what + " failed", cause: err}
-}
-
-// normalizeScope applies the default scope and checks the syntax of each
-// scope token (RFC 6749 §3.3).
-func normalizeScope(scope string) (string, *Error) {
-	fields := strings.Fields(scope)
-	if len(fields) == 0 {
-		return defaultScope, nil
-	}
-	for _, tok := range fields {
-		for _, c := range tok {
-			if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-				return "", oauthErr(http.StatusBadRequest, errInvalidScope, "scope", "scope contains invalid characters")
-			}
-		}
-	}
-	return strings.Join(fields, " "), nil
-}
-
-// hasScope tells whether a space-separated scope grants one of names.
-func hasScope(scope string, names ...string) bool {
-	for _, tok := range strings.Fields(scope) {
-		for _, n := range names {
-			if tok == n {
-				return true
-			}
-		}
-	}
-	return false
 }

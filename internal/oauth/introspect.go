@@ -22,6 +22,8 @@ type introspection struct {
 	Jti       string `json:"jti,omitempty"`
 	LoginID   string `json:"login_id,omitempty"`
 	Profile   string `json:"profile,omitempty"`
+	// Patient is the token's patient context, as in the token response.
+	Patient string `json:"patient,omitempty"`
 }
 
 // ServeIntrospect is POST /oauth2/introspect (RFC 7662). The caller must
@@ -64,7 +66,7 @@ func (s *Server) ServeIntrospect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := introspection{
-		Active: true, Scope: claims.Scope, ClientID: claims.ClientID, Username: claims.Subject,
+		Active: true, Scope: claims.Scope, Patient: claims.Patient, ClientID: claims.ClientID, Username: claims.Subject,
 		Exp: claims.ExpiresAt.Unix(), Iat: claims.IssuedAt.Unix(), Sub: claims.Subject,
 		Aud: claims.Audience, Iss: claims.Issuer, Jti: claims.ID, LoginID: claims.LoginID, Profile: claims.Profile,
 		TokenType: "Bearer",

@@ -28,7 +28,7 @@ func (s *Server) clientCredentialsGrant(r *http.Request, f form) (*tokenResponse
 	if e != nil {
 		return nil, client, e
 	}
-	scope, e := normalizeScope(f["scope"])
+	scope, e := grantScope(f["scope"], client)
 	if e != nil {
 		return nil, client, e
 	}
@@ -47,7 +47,7 @@ func (s *Server) clientCredentialsGrant(r *http.Request, f form) (*tokenResponse
 		Profile:       machineProfile(client, m),
 		AuthMethod:    "client_credentials",
 		AuthTime:      s.o.Now().UTC().Format(time.RFC3339),
-		Scope:         grantedMachineScope(client, scope),
+		Scope:         scope,
 		Granted:       true,
 		RemoteAddress: r.RemoteAddr,
 		UserAgent:     r.UserAgent(),
@@ -56,18 +56,8 @@ func (s *Server) clientCredentialsGrant(r *http.Request, f form) (*tokenResponse
 	if err := s.o.Store.Create(ctx, login, store.PutOptions{TTL: accessTTL}); err != nil {
 		return nil, client, storeFailure("recording the login", err)
 	}
-	resp, e := s.issue(login, client, principal{id: client.ID}, accessTTL, 0)
+	resp, e := s.issue(login, login.Scope, client, principal{id: client.ID}, accessTTL, 0)
 	return resp, client, e
-}
-
-// grantedMachineScope is THE place where the scope a machine sign-in
-// (client_credentials or Basic) is granted is computed. Today it grants
-// the scope asked for (default "openid offline" for token requests), and
-// the machine has its membership's full access; authorization by scope
-// (ClientApplication.scope, SMART scopes) is to narrow it here: requested ∩
-// the client's allowed, full project access when neither is given.
-func grantedMachineScope(_ *store.ClientApplication, requested string) string {
-	return requested
 }
 
 // authenticateMachine authenticates the client of a client_credentials

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -61,14 +60,9 @@ func (s *Server) refresh(r *http.Request, f form) (*tokenResponse, *store.Client
 	if e != nil {
 		return nil, client, e
 	}
-	if scope := f["scope"]; scope != "" {
-		// A refresh may narrow the scope, never widen it (RFC 6749 §6).
-		for _, tok := range strings.Fields(scope) {
-			if !hasScope(login.Scope, tok) {
-				return nil, client, oauthErr(http.StatusBadRequest, errInvalidScope, "scope_widened",
-					"a refresh cannot add scope "+tok)
-			}
-		}
+	scope, e := narrowScope(f["scope"], login.Scope, client)
+	if e != nil {
+		return nil, client, e
 	}
 
 	accessTTL, refreshTTL := s.lifetimes(client)
@@ -83,7 +77,7 @@ func (s *Server) refresh(r *http.Request, f form) (*tokenResponse, *store.Client
 		}
 		return nil, client, storeFailure("rotating the refresh token", err)
 	}
-	resp, e := s.issue(login, client, personOf(user), accessTTL, refreshTTL)
+	resp, e := s.issue(login, scope, client, personOf(user), accessTTL, refreshTTL)
 	return resp, client, e
 }
 

@@ -64,7 +64,7 @@ func (s *Server) signIn(ctx context.Context, in signIn) (*tokenResponse, *Error)
 	if err := s.o.Store.Create(ctx, login, store.PutOptions{TTL: ttl}); err != nil {
 		return nil, storeFailure("recording the login", err)
 	}
-	resp, e := s.issue(login, in.client, personOf(in.user), accessTTL, refreshTTL)
+	resp, e := s.issue(login, login.Scope, in.client, personOf(in.user), accessTTL, refreshTTL)
 	if e != nil {
 		return nil, e
 	}
@@ -80,18 +80,21 @@ type principal struct {
 
 func personOf(u *store.User) principal { return principal{id: u.ID, email: u.Email} }
 
-// issue signs the tokens of a Login.
-func (s *Server) issue(login *store.Login, client *store.ClientApplication, user principal, accessTTL, refreshTTL time.Duration) (*tokenResponse, *Error) {
+// issue signs the tokens of a Login for scope: the Login's grant, or a
+// refresh's narrower one. The Login keeps its original grant either way.
+func (s *Server) issue(login *store.Login, scope string, client *store.ClientApplication, user principal, accessTTL, refreshTTL time.Duration) (*tokenResponse, *Error) {
 	profile := ""
 	if login.Profile != nil {
 		profile = login.Profile.Reference
 	}
 	email := ""
-	if hasScope(login.Scope, "email") {
+	if hasScope(scope, "email") {
 		email = user.email
 	}
+	patient := patientContext(scope, profile)
 	access, _, err := s.o.Tokens.IssueAccess(tokens.AccessClaims{
-		Sub: user.id, ClientID: client.ID, LoginID: login.ID, Profile: profile, Scope: login.Scope, Email: email,
+		Sub: user.id, ClientID: client.ID, LoginID: login.ID, Profile: profile, Scope: scope, Email: email,
+		Patient: patient,
 	}, accessTTL)
 	if err != nil {
 		return nil, signingFailure(err)
@@ -100,12 +103,10 @@ func (s *Server) issue(login *store.Login, client *store.ClientApplication, user
 		AccessToken: access,
 		TokenType:   "Bearer",
 		ExpiresIn:   int64(accessTTL / time.Second),
-		Scope:       login.Scope,
+		Scope:       scope,
 		Project:     login.Project,
 		Profile:     login.Profile,
-	}
-	if id, ok := strings.CutPrefix(profile, "Patient/"); ok {
-		resp.Patient = id
+		Patient:     patient,
 	}
 	if login.RefreshSecret != "" {
 		resp.RefreshToken, _, err = s.o.Tokens.IssueRefresh(tokens.RefreshClaims{
@@ -115,7 +116,7 @@ func (s *Server) issue(login *store.Login, client *store.ClientApplication, user
 			return nil, signingFailure(err)
 		}
 	}
-	if hasScope(login.Scope, "openid") {
+	if hasScope(scope, "openid") {
 		authTime, _ := time.Parse(time.RFC3339, login.AuthTime)
 		resp.IDToken, _, err = s.o.Tokens.IssueID(tokens.IDClaims{
 			Sub: user.id, ClientID: client.ID, LoginID: login.ID, FHIRUser: profile, Email: email, AuthTime: authTime,

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -59,16 +60,25 @@ type ClientApplication struct {
 	// Status is Medplum's client status: empty or "active" lets the client
 	// sign in; any other value ("off", "error") refuses it.
 	Status string `json:"status,omitempty"`
+	// Scope is what the client may be granted: SMART scopes and OpenID
+	// ones, space-separated (RFC 7591's client-metadata name). Empty means
+	// full access, user/*.cruds, as before clients declared scopes.
+	// Checked against RFC 6749's characters and the SMART grammar
+	// (internal/authz).
+	Scope string `json:"scope,omitempty"`
 }
 
 // IsActive reports whether the client may sign in (Status empty or
 // "active").
 func (c *ClientApplication) IsActive() bool { return c.Status == "" || c.Status == "active" }
 
-// normalize stores the secrets hashed.
+// normalize stores the secrets hashed, and collapses the scope's
+// whitespace to single spaces, so the stored scope is the RFC 6749
+// spelling whatever the operator typed.
 func (c *ClientApplication) normalize(time.Time) {
 	c.Secret = HashSecret(c.Secret)
 	c.RetiringSecret = HashSecret(c.RetiringSecret)
+	c.Scope = strings.Join(strings.Fields(c.Scope), " ")
 }
 
 // IdentityProvider describes how to validate an external access token:
@@ -121,6 +131,9 @@ func (c *ClientApplication) validate() error {
 		}
 	}
 	if err := checkKeySet("jwks", c.JWKS); err != nil {
+		return err
+	}
+	if err := checkScope("scope", c.Scope); err != nil {
 		return err
 	}
 	if idp := c.IdentityProvider; idp != nil {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/authz"
 )
 
 var lifetimePattern = regexp.MustCompile(`^(\d+)([smhdwy])$`)
@@ -208,4 +210,26 @@ func validEmail(s string) bool {
 	}
 	a, err := mail.ParseAddress(s)
 	return err == nil && a.Name == "" && a.Address == s
+}
+
+// checkScope checks a client's allowed scope: RFC 6749 §3.3 scope-tokens
+// separated by single spaces, each SMART or OpenID syntax (internal/authz).
+func checkScope(field, s string) error {
+	if s == "" {
+		return nil
+	}
+	for tok := range strings.SplitSeq(s, " ") {
+		if tok == "" {
+			return invalid(field, "scope tokens are separated by single spaces")
+		}
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return invalid(field, fmt.Sprintf("scope token %q contains a character RFC 6749 does not allow", tok))
+			}
+		}
+	}
+	if _, err := authz.Parse(s); err != nil {
+		return invalid(field, err.Error())
+	}
+	return nil
 }

@@ -28,6 +28,9 @@ func TestValidation(t *testing.T) {
 		{name: "client needs project", r: &ClientApplication{Name: "c"}, wantField: "meta.project", wantMsg: "required"},
 		{name: "client project must exist", r: &ClientApplication{base: Base{Meta: Meta{Project: "nope"}}}, wantField: "meta.project", wantMsg: "Project/nope does not exist"},
 		{name: "client lifetime format", r: &ClientApplication{base: inProject(), AccessTokenLifetime: "1 hour"}, wantField: "accessTokenLifetime"},
+		{name: "client scope characters", r: &ClientApplication{base: inProject(), Scope: `user/*.rs "openid"`}, wantField: "scope", wantMsg: "RFC 6749"},
+		{name: "client scope backslash", r: &ClientApplication{base: inProject(), Scope: `user/Patient.r\\`}, wantField: "scope", wantMsg: "RFC 6749"},
+		{name: "client scope grammar", r: &ClientApplication{base: inProject(), Scope: "openid user/Observation.xyz"}, wantField: "scope", wantMsg: "invalid scope"},
 		{name: "client refresh lifetime format", r: &ClientApplication{base: inProject(), RefreshTokenLifetime: "2x"}, wantField: "refreshTokenLifetime"},
 		{name: "idp url required", r: &ClientApplication{base: inProject(), IdentityProvider: &IdentityProvider{}}, wantField: "identityProvider.userInfoUrl", wantMsg: "required"},
 		{name: "idp url scheme", r: &ClientApplication{base: inProject(), IdentityProvider: &IdentityProvider{UserInfoURL: "ftp://x/y"}}, wantField: "identityProvider.userInfoUrl"},
@@ -90,6 +93,20 @@ func TestValidation(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("client scope stored with single spaces", func(t *testing.T) {
+		c := &ClientApplication{base: inProject(), Scope: " openid\tuser/*.rs   launch/patient "}
+		if err := s.Create(ctx, c, PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Get[ClientApplication](ctx, s, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Scope != "openid user/*.rs launch/patient" {
+			t.Fatalf("stored scope = %q", got.Scope)
+		}
+	})
 
 	t.Run("put needs a valid id", func(t *testing.T) {
 		_, err := s.Put(ctx, &Project{base: Base{ID: "has/slash"}, Name: "p"}, PutOptions{})

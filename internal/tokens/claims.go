@@ -58,6 +58,9 @@ type AccessClaims struct {
 	// Email is set only when the scope grants it (Medplum: scope contains
 	// "email").
 	Email string
+	// Patient is the Patient id of the token's patient context ("patient",
+	// as SMART's launch context), when it has one.
+	Patient string
 }
 
 // RefreshClaims are the claims of a refresh token.
@@ -96,7 +99,10 @@ type Claims struct {
 	ClientID string
 	LoginID  string
 	Profile  string // e.g. "Practitioner/123"
+	// Scope is the granted scope, space-separated. An access token without
+	// one (issued before scopes were granted) has full access, user/*.cruds.
 	Scope    string
+	Patient  string // "patient": the Patient id of the patient context
 	Username string
 	Email    string
 	FHIRUser string // ID tokens
@@ -123,6 +129,7 @@ type wireClaims struct {
 	LoginID       string       `json:"login_id,omitempty"`
 	Profile       string       `json:"profile,omitempty"`
 	Scope         string       `json:"scope,omitempty"`
+	Patient       string       `json:"patient,omitempty"`
 	Username      string       `json:"username,omitempty"`
 	Email         string       `json:"email,omitempty"`
 	FHIRUser      string       `json:"fhirUser,omitempty"`

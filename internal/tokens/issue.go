@@ -13,8 +13,8 @@ import (
 
 // IssueAccess signs an access token (header typ "at+jwt") valid for ttl and
 // returns it with its expiry. Claims: iss, sub, username (= sub, as Medplum),
-// aud (= client_id), client_id, login_id, profile, scope, email (when set),
-// iat, nbf, exp and a random jti.
+// aud (= client_id), client_id, login_id, profile, scope, email and patient
+// (when set), iat, nbf, exp and a random jti.
 func (s *Service) IssueAccess(c AccessClaims, ttl time.Duration) (string, time.Time, error) {
 	if c.Sub == "" || c.LoginID == "" {
 		return "", time.Time{}, errors.New("tokens: issuing access token: sub and login_id are required")
@@ -28,6 +28,7 @@ func (s *Service) IssueAccess(c AccessClaims, ttl time.Duration) (string, time.T
 		Profile:  c.Profile,
 		Scope:    c.Scope,
 		Email:    c.Email,
+		Patient:  c.Patient,
 	}
 	return s.issue(typAccess, &w, ttl, KindAccess)
 }

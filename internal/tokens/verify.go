@@ -165,6 +165,7 @@ func (s *Service) verify(token string, want Kind, now time.Time) (*Claims, error
 		LoginID:       w.LoginID,
 		Profile:       w.Profile,
 		Scope:         w.Scope,
+		Patient:       w.Patient,
 		Username:      w.Username,
 		Email:         w.Email,
 		FHIRUser:      w.FHIRUser,
