@@ -20,7 +20,7 @@ var (
 	// an identity provider the app already signed in with), so no launch,
 	// PKCE or SSO capability is claimed.
 	smartCapabilities = []string{
-		"client-public", "client-confidential-symmetric",
+		"client-public", "client-confidential-symmetric", "client-confidential-asymmetric",
 		"permission-offline", "permission-patient", "permission-user",
 		"permission-v1", "permission-v2",
 	}

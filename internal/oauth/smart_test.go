@@ -28,10 +28,10 @@ func TestSMARTConfigurationClaimsOnlyWhatTheServerDoes(t *testing.T) {
 		"token_endpoint":                        testIssuer + "/oauth2/token",
 		"revocation_endpoint":                   testIssuer + "/oauth2/revoke",
 		"introspection_endpoint":                testIssuer + "/oauth2/introspect",
-		"grant_types_supported":                 []any{grantTokenExchange, "refresh_token"},
-		"token_endpoint_auth_methods_supported": []any{"none", "client_secret_basic", "client_secret_post"},
+		"grant_types_supported":                 []any{grantTokenExchange, "refresh_token", "client_credentials"},
+		"token_endpoint_auth_methods_supported": []any{"none", "client_secret_basic", "client_secret_post", "private_key_jwt"},
 		"response_types_supported":              []any{},
-		"capabilities": []any{"client-public", "client-confidential-symmetric", "permission-offline",
+		"capabilities": []any{"client-public", "client-confidential-symmetric", "client-confidential-asymmetric", "permission-offline",
 			"permission-patient", "permission-user", "permission-v1", "permission-v2"},
 	}
 	for k, v := range want {
