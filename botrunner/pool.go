@@ -386,6 +386,8 @@ func (p *Pool) monitor() {
 	}()
 	tick := time.NewTicker(rssCheckInterval)
 	defer tick.Stop()
+	status := newStatusReader()
+	defer status.close()
 	var busy []*worker
 	for range tick.C {
 		p.mu.Lock()
@@ -400,7 +402,7 @@ func (p *Pool) monitor() {
 		}
 		p.mu.Unlock()
 		for _, w := range busy {
-			rss, err := residentBytes(w.pid)
+			rss, err := status.residentBytes(w.pid)
 			if err != nil {
 				continue // gone (its reader notices) or no /proc: the worker's own limits apply
 			}
@@ -408,5 +410,6 @@ func (p *Pool) monitor() {
 				w.kill(fmt.Sprintf("memory limit exceeded (%d MiB in use, the cap is %d MiB)", rss>>20, p.o.WorkerMemory>>20))
 			}
 		}
+		status.sweep()
 	}
 }

@@ -2,6 +2,7 @@ package botrunner
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -48,5 +49,52 @@ func TestWorkersGetNoInheritedDescriptors(t *testing.T) {
 	}
 	if std != 3 {
 		t.Errorf("worker has %d of stdin, stdout and stderr", std)
+	}
+}
+
+// TestStatusReaderFollowsItsProcess: the open status file gives what a fresh read gives, on
+// every read (it is read again from its start, not continued), fails once the process is gone,
+// and sweep closes the files of processes no longer asked about.
+func TestStatusReaderFollowsItsProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	r := newStatusReader()
+	defer r.close()
+	for i := range 3 {
+		got, err := r.residentBytes(pid)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		want, err := residentBytes(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got <= 0 || got > 2*want+1<<20 || want > 2*got+1<<20 {
+			t.Fatalf("read %d: %d bytes through the open file, %d read afresh", i, got, want)
+		}
+	}
+	self, err := r.residentBytes(os.Getpid())
+	if err != nil || self <= 0 {
+		t.Fatalf("own resident memory: %d, %v", self, err)
+	}
+	if len(r.files) != 2 {
+		t.Fatalf("%d files open, want 2", len(r.files))
+	}
+
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := r.residentBytes(pid); err == nil {
+		t.Fatal("a reaped process still has a resident size")
+	}
+	if r.files[pid] != nil {
+		t.Error("the file of a reaped process stays open")
+	}
+	r.sweep() // own status was read since the last sweep: kept
+	r.sweep() // not read since: closed
+	if len(r.files) != 0 {
+		t.Errorf("%d files open after two sweeps without reads", len(r.files))
 	}
 }

@@ -25,6 +25,14 @@ var errNoRSS = errors.New("reading a process's resident memory is supported on L
 
 func residentBytes(int) (int64, error) { return 0, errNoRSS }
 
+// statusReader has nothing to read outside Linux.
+type statusReader struct{}
+
+func newStatusReader() *statusReader                   { return &statusReader{} }
+func (*statusReader) residentBytes(int) (int64, error) { return 0, errNoRSS }
+func (*statusReader) sweep()                           {}
+func (*statusReader) close()                           {}
+
 // workerPipes uses stdin and stdout as they are; stray writes to stdout would corrupt frames.
 func workerPipes() (io.Reader, io.Writer, error) { return os.Stdin, os.Stdout, nil }
 

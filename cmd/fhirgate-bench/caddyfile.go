@@ -34,7 +34,7 @@ type caddyConfig struct {
 	backend       string // host:port of the FHIR stand-in
 	idp           string // host:port of the identity-provider stand-in
 	declaredUsers int    // users user0..user<n-1> declared in the Caddyfile
-	echoBotSource string // path of the echo bot, declared when set (also as unauditedEcho)
+	echoBotSource string // path of the echo bot, declared when set (also as unauditedEcho and vmcontextEcho)
 	hl7BotSource  string // path of the HL7 ACK bot, declared with the MLLP listener when set
 	respondBody   string // body of the respond site
 	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
@@ -92,6 +92,12 @@ func (c caddyConfig) caddyfile() string {
 		w("\t\t\t\tidentifier %s|%s", botSystem, unauditedEcho)
 		w("\t\t\t\tsource %s", c.echoBotSource)
 		w("\t\t\t\taudit_event_trigger never")
+		w("\t\t\t}")
+		// The same code in Medplum's other runtime: a fresh JavaScript runtime per run.
+		w("\t\t\tbot %s {", vmcontextEcho)
+		w("\t\t\t\tidentifier %s|%s", botSystem, vmcontextEcho)
+		w("\t\t\t\tsource %s", c.echoBotSource)
+		w("\t\t\t\truntime_version vmcontext")
 		w("\t\t\t}")
 	}
 	if c.hl7BotSource != "" {

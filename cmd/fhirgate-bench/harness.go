@@ -242,6 +242,10 @@ const echoInput = `{"active":true,"code":{"coding":[{"code":"8867-4","display":"
 // with audit_event_trigger never.
 const unauditedEcho = "echo-unaudited"
 
+// vmcontextEcho is the echo bot's name and identifier code when declared
+// with runtime_version vmcontext.
+const vmcontextEcho = "echo-vmcontext"
+
 // echoBotCode is the trivial bot of scenario 3.
 const echoBotCode = "export async function handler(medplum, event) {\n  return event.input;\n}\n"
 

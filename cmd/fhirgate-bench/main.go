@@ -12,7 +12,8 @@
 // Scenarios (targets from issue 6, judged on ratios measured in the same
 // run): 1 authenticated proxy vs plain proxy; 2 token exchange with the
 // userinfo cache warm and useless; 3 bot $execute vs an authenticated
-// respond of the same size; 4 HL7 parse+read+serialise vs @medplum/core in
+// respond of the same size, and its CPU per run vs a Medplum-style peer in
+// Node (a fresh vm context per run); 4 HL7 parse+read+serialise vs @medplum/core in
 // Node; 5 Caddy's RSS idle, after mixed requests and over a soak; 6
 // per-request cost as stored users and bots grow; 7 token exchange of
 // JWKS-verified JWTs vs opaque tokens through userinfo.

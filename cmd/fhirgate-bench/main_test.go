@@ -196,11 +196,11 @@ func TestVerdicts(t *testing.T) {
 		want          string
 		wantFormatted string
 	}{
-		{"ratio above target", 0.93, ">=", 0.90, verdictPass, "0.93 >= 0.90"},
-		{"ratio exactly at target", 0.90, ">=", 0.90, verdictPass, "0.90 >= 0.90"},
-		{"ratio below target", 0.58, ">=", 0.90, verdictFail, "0.58 >= 0.90"},
-		{"latency under limit", 0.2, "<=", 0.5, verdictPass, "0.20 <= 0.50"},
-		{"latency over limit", 0.7, "<=", 0.5, verdictFail, "0.70 <= 0.50"},
+		{"ratio above target", 0.93, ">=", 0.90, verdictPass, "0.93 ≥ 0.90"},
+		{"ratio exactly at target", 0.90, ">=", 0.90, verdictPass, "0.90 ≥ 0.90"},
+		{"ratio below target", 0.58, ">=", 0.90, verdictFail, "0.58 ≥ 0.90"},
+		{"latency under limit", 0.2, "<=", 0.5, verdictPass, "0.20 ≤ 0.50"},
+		{"latency over limit", 0.7, "<=", 0.5, verdictFail, "0.70 ≤ 0.50"},
 		{"unknown operator", 1, "==", 1, verdictNA, "1.00 == 1.00"},
 	}
 	for _, tt := range tests {
@@ -209,7 +209,7 @@ func TestVerdicts(t *testing.T) {
 			if c.Verdict != tt.want {
 				t.Errorf("verdict = %s, want %s", c.Verdict, tt.want)
 			}
-			if got := c.row()[6]; got != tt.wantFormatted {
+			if got := c.row("1a")[6]; got != tt.wantFormatted {
 				t.Errorf("table cell = %q, want %q", got, tt.wantFormatted)
 			}
 		})
@@ -371,7 +371,7 @@ func TestParsers(t *testing.T) {
 }
 
 func TestMarkdownTableAligns(t *testing.T) {
-	got := markdownTable([][]string{{"scenario", "value"}, {"a", "1/s"}, {"→ long name", "12345/s"}})
+	got := markdownTable([][]string{{"#", "scenario", "value"}, {"1a", "a", "1/s"}, {"1b", "→ long name", "12345/s"}})
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("table has %d lines:\n%s", len(lines), got)
@@ -563,5 +563,56 @@ func TestCPUTextSplitsWorkersOff(t *testing.T) {
 				t.Errorf("cpuText = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestTableFitsInHundredColumns renders a report with the widest rows the
+// scenarios produce (long names, large numbers, the gateway/workers split,
+// unavailable rows, an error) and checks every line fits and every full
+// name is printed under the table.
+func TestTableFitsInHundredColumns(t *testing.T) {
+	long := strings.Repeat("a very long measurement name that a new scenario might give ", 3)
+	// The widest values a run gives on a 2-CPU machine: five-digit rates, p99 in hundreds of
+	// ms, four-digit CPU per request split between the gateway and its workers.
+	load := &loadResult{Throughput: 99999, P50Ms: 123.45, P99Ms: 999.99, ServerCPUPerRequestUs: 1234, ServerOwnCPUPerRequestUs: 234, Non2xx: 12345, Throttled: 5}
+	ratioCheck := newCheck("execution ratio bot/respond", 0.28, ">=", 0.50, "")
+	ratioCheck.Label = "ratio bot/respond"
+	rep := &report{
+		Machine:  machine{CPUs: 2, CPUModel: "AMD EPYC 7B13 64-Core Processor with a long model name", GoVersion: "go1.25.4", OS: "linux/amd64", Node: "v20.19.5", LoadAvgStart: "10.00 9.00 8.00", LoadAvgEnd: "1.00 2.00 3.00"},
+		Mode:     "full",
+		Settings: defaultSettings(false),
+		Scenarios: []*scenario{
+			{ID: 3, Short: "bot $execute", Title: "bot execution (POST /fhir/R4/Bot/$execute?identifier=, JSON echo)",
+				Measurements: []*measurement{
+					{Label: "$execute echo", Name: long + "LABELLED", Load: load},
+					{Name: long + "UNLABELLED", Load: load},
+					{Name: long + "unavailable", Unavailable: long},
+					{Name: "RSS after 100000 mixed requests", Value: 1234.5, Unit: "MiB"},
+				},
+				Checks: []*check{ratioCheck, newCheck(long, 123.4, "<=", 10, "ms"), newCheck(long, 1234.5, "<=", 200, "MiB"),
+					newCheck(long, 12345, ">=", 2000, "/s"), newCheck(long, 123.4, "<=", 10, "%"), unavailableCheck(long, ">=", 8, "x", long)},
+			},
+			{ID: 7, Title: long + "a scenario another helper adds without a short title", Error: long,
+				Measurements: []*measurement{{Name: "x", Load: load}}},
+		},
+	}
+	var b strings.Builder
+	if err := rep.writeTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for i, l := range strings.Split(out, "\n") {
+		if n := len([]rune(l)); n > tableWidth {
+			t.Errorf("line %d is %d columns:\n%s", i+1, n, l)
+		}
+	}
+	for _, want := range []string{"| 3a ", "| 3j ", "$execute echo", "0.28 ≥ 0.50", "1234 = 234+1000", "123.40 ms ≤ 10", "12345/s ≥ 2000/s", "n/a (≥ 8×)", "+5 answered 429",
+		"LABELLED", "UNLABELLED", "unavailable:", "error:", "AMD EPYC"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "a very long measurement name") < 6 {
+		t.Errorf("full names are not all printed under the table:\n%s", out)
 	}
 }

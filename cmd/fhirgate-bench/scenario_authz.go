@@ -32,7 +32,7 @@ var medicationSearchJSON = []byte(`{"resourceType":"Bundle","type":"searchset","
 // a token carrying ten scopes, through reverse_proxy alone and through
 // fhirgate (authentication and authorization) + reverse_proxy.
 func (h *harness) authzScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: authzScenarioID, Title: "authorized proxy vs plain proxy (10 scopes, a search with two _includes)"}
+	s := &scenario{ID: authzScenarioID, Short: "authorization", Title: "authorized proxy vs plain proxy (10 scopes, a search with two _includes)"}
 	tok, err := exchangeScoped(ctx, m.p.sites.gateway, h.userToken(0, "authz"), authzScopes)
 	if err != nil {
 		return s, err
@@ -52,8 +52,8 @@ func (h *harness) authzScenario(ctx context.Context, m *mainInstance) (*scenario
 		return s, err
 	}
 	s.Measurements = append(s.Measurements,
-		&measurement{Name: fmt.Sprintf("plain reverse_proxy, c=%d", c), Load: plain},
-		&measurement{Name: fmt.Sprintf("fhirgate (10 scopes, 2 _includes) + reverse_proxy, c=%d", c), Load: gated})
+		&measurement{Label: "plain proxy", Name: fmt.Sprintf("plain reverse_proxy, c=%d", c), Load: plain},
+		&measurement{Label: "fhirgate + authz", Name: fmt.Sprintf("fhirgate (10 scopes, 2 _includes) + reverse_proxy, c=%d", c), Load: gated})
 	s.Checks = append(s.Checks,
 		newCheck(fmt.Sprintf("throughput ratio authorized/plain, c=%d", c), ratio(gated.Throughput, plain.Throughput), ">=", 0.90, ""))
 	return s, nil

@@ -11,7 +11,7 @@ import (
 // Both instances run side by side (only one is loaded at a time) and are
 // compared like the other pairs (interleaved in full mode).
 func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
-	s := &scenario{ID: 6, Title: "growth (per-request cost, small vs large store)"}
+	s := &scenario{ID: 6, Short: "store growth", Title: "growth (per-request cost, small vs large store)"}
 	c := h.set.Concurrency
 	users, bots := h.set.GrowthUsers, h.set.GrowthBots
 	var procs [2]*caddyProc
@@ -44,11 +44,13 @@ func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
 	}
 	for i, l := range []*loadResult{small, large} {
 		s.Measurements = append(s.Measurements, &measurement{
-			Name: fmt.Sprintf("exchange by email, %d users (%d tokens), c=%d", users[i], growthTokens, c), Load: l,
+			Label: fmt.Sprintf("exchange, %d users", users[i]),
+			Name:  fmt.Sprintf("exchange by email, %d users (%d tokens), c=%d", users[i], growthTokens, c), Load: l,
 		})
 	}
-	s.Checks = append(s.Checks, newCheck(
-		fmt.Sprintf("exchange cost %d/%d users", users[1], users[0]), ratio(small.Throughput, large.Throughput), "<=", 1.20, ""))
+	exchCost := newCheck(fmt.Sprintf("exchange cost %d/%d users", users[1], users[0]), ratio(small.Throughput, large.Throughput), "<=", 1.20, "")
+	exchCost.Label = "exchange cost ratio"
+	s.Checks = append(s.Checks, exchCost)
 
 	botName := fmt.Sprintf("$execute cost %d/%d bots", bots[1], bots[0])
 	var exec [2]namedLoad
@@ -80,9 +82,12 @@ func (h *harness) growthScenario(ctx context.Context) (*scenario, error) {
 	}
 	for i, l := range []*loadResult{small, large} {
 		s.Measurements = append(s.Measurements, &measurement{
-			Name: fmt.Sprintf("$execute by identifier, %d bots (%d with code), c=%d", bots[i], growthDeployed, c), Load: l,
+			Label: fmt.Sprintf("$execute, %d bots", bots[i]),
+			Name:  fmt.Sprintf("$execute by identifier, %d bots (%d with code), c=%d", bots[i], growthDeployed, c), Load: l,
 		})
 	}
-	s.Checks = append(s.Checks, newCheck(botName, ratio(small.Throughput, large.Throughput), "<=", 1.20, ""))
+	botCost := newCheck(botName, ratio(small.Throughput, large.Throughput), "<=", 1.20, "")
+	botCost.Label = "$execute cost ratio"
+	s.Checks = append(s.Checks, botCost)
 	return s, nil
 }

@@ -71,7 +71,7 @@ func (b *benchIdP) signedToken(n int, jti string) string {
 // by signature against the provider's JWKS vs distinct opaque tokens
 // through userinfo, through the same client in the same run.
 func (h *harness) jwksScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 9, Title: "token exchange: JWKS-verified JWTs vs userinfo (distinct tokens)"}
+	s := &scenario{ID: 9, Short: "JWKS exchange", Title: "token exchange: JWKS-verified JWTs vs userinfo (distinct tokens)"}
 	c := h.set.Concurrency
 	site := m.p.sites.gateway
 
@@ -102,8 +102,8 @@ func (h *harness) jwksScenario(ctx context.Context, m *mainInstance) (*scenario,
 		return s, err
 	}
 	s.Measurements = append(s.Measurements,
-		&measurement{Name: fmt.Sprintf("exchange, JWT verified by JWKS (RS256, %d distinct tokens in turn), c=%d", jwtPool, c), Load: a},
-		&measurement{Name: fmt.Sprintf("exchange, opaque token through userinfo (every token distinct), c=%d", c), Load: b})
+		&measurement{Label: "JWT by JWKS", Name: fmt.Sprintf("exchange, JWT verified by JWKS (RS256, %d distinct tokens in turn), c=%d", jwtPool, c), Load: a},
+		&measurement{Label: "opaque, userinfo", Name: fmt.Sprintf("exchange, opaque token through userinfo (every token distinct), c=%d", c), Load: b})
 	s.Checks = append(s.Checks,
 		newCheck("exchanges/s ratio JWKS/userinfo", ratio(a.Throughput, b.Throughput), ">=", 1.2, ""),
 		newCheck(fmt.Sprintf("userinfo calls for %d verified JWTs", probe), float64(calls), "<=", 0, ""),

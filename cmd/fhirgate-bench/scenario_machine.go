@@ -20,7 +20,7 @@ const (
 // client's membership, writes a Login and signs a token; the CPU per grant
 // is reported beside the rate.
 func (h *harness) machineScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 8, Title: "machine sign-in (POST /oauth2/token, grant_type=client_credentials)"}
+	s := &scenario{ID: 8, Short: "machine sign-in", Title: "machine sign-in (POST /oauth2/token, grant_type=client_credentials)"}
 	c := h.set.Concurrency
 	grant := requestSpec{
 		Method: http.MethodPost, URL: "http://" + m.p.sites.gateway + "/oauth2/token",
@@ -36,6 +36,6 @@ func (h *harness) machineScenario(ctx context.Context, m *mainInstance) (*scenar
 	}
 	// No target: the row's throughput and Caddy CPU per request are the
 	// grants/s and the CPU of each, reported beside scenario 2's exchanges.
-	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("client_credentials grants, c=%d", c), Load: res})
+	s.Measurements = append(s.Measurements, &measurement{Label: "client_credentials", Name: fmt.Sprintf("client_credentials grants, c=%d", c), Load: res})
 	return s, nil
 }

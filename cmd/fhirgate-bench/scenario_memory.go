@@ -32,13 +32,14 @@ func (h *harness) mixedRequests(m *mainInstance, purpose string) []requestSpec {
 // memoryScenario is scenario 5: RSS idle, after the mixed requests, and its
 // growth over a soak under the same mix.
 func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 5, Title: "memory (VmRSS of the caddy process)"}
+	s := &scenario{ID: 5, Short: "memory", Title: "memory (VmRSS of the caddy process)"}
 	s.Measurements = append(s.Measurements, &measurement{
-		Name: "RSS idle after start (" + m.idleMem.describe() + ")", Value: m.idleMem.RSS, Unit: "MiB", Extra: map[string]any{"mem": m.idleMem},
+		Label: "RSS idle",
+		Name:  "RSS idle after start (" + m.idleMem.describe() + ")", Value: m.idleMem.RSS, Unit: "MiB", Extra: map[string]any{"mem": m.idleMem},
 	})
-	s.Checks = append(s.Checks,
-		newCheck("RSS idle", m.idleMem.RSS, "<=", 80, "MiB"),
-		newCheck("caddy + bot workers PSS idle", m.idleMem.TreePSS, "<=", 80, "MiB"))
+	idleTree := newCheck("caddy + bot workers PSS idle", m.idleMem.TreePSS, "<=", 80, "MiB")
+	idleTree.Label = "PSS with workers"
+	s.Checks = append(s.Checks, newCheck("RSS idle", m.idleMem.RSS, "<=", 80, "MiB"), idleTree)
 
 	n := h.set.MixedRequests
 	mixSpec := loadSpec{Requests: h.mixedRequests(m, "mixed"), Concurrency: h.set.Concurrency, MaxRequests: n, Duration: duration(10 * time.Minute)}
@@ -47,7 +48,8 @@ func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenari
 		return s, err
 	}
 	s.Measurements = append(s.Measurements, &measurement{
-		Name: fmt.Sprintf("%d mixed requests (%d kinds), c=%d", n, len(mixSpec.Requests), h.set.Concurrency), Load: mixed,
+		Label: fmt.Sprintf("%d mixed", n),
+		Name:  fmt.Sprintf("%d mixed requests (%d kinds), c=%d", n, len(mixSpec.Requests), h.set.Concurrency), Load: mixed,
 	})
 	after, err := readMem(m.p)
 	if err != nil {
@@ -55,7 +57,8 @@ func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenari
 	}
 	h.heapProfile(ctx, m.p, "5-heap-after-mixed")
 	s.Measurements = append(s.Measurements, &measurement{
-		Name: fmt.Sprintf("RSS after %d mixed requests (%s)", n, after.describe()), Value: after.RSS, Unit: "MiB", Extra: map[string]any{"mem": after},
+		Label: "RSS after the mix",
+		Name:  fmt.Sprintf("RSS after %d mixed requests (%s)", n, after.describe()), Value: after.RSS, Unit: "MiB", Extra: map[string]any{"mem": after},
 	})
 	afterCheck := newCheck(fmt.Sprintf("RSS after %d mixed requests", n), after.RSS, "<=", 200, "MiB")
 	// With bot_isolation process the bots' memory is in worker processes;
@@ -65,6 +68,7 @@ func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenari
 		afterCheck.Note = "short mode: target is defined after 100000"
 		treeCheck.Note = afterCheck.Note
 	}
+	afterCheck.Label, treeCheck.Label = "RSS after the mix", "PSS with workers"
 	s.Checks = append(s.Checks, afterCheck, treeCheck)
 
 	soak := time.Duration(h.set.Soak)
@@ -83,21 +87,23 @@ func (h *harness) memoryScenario(ctx context.Context, m *mainInstance) (*scenari
 	startLevel, endLevel := soakLevels(samples)
 	growth := (endLevel - startLevel) / startLevel * 100
 	s.Measurements = append(s.Measurements,
-		&measurement{Name: fmt.Sprintf("soak %s under the mix, c=%d", soak, h.set.Concurrency), Load: soakLoad},
+		&measurement{Label: "soak " + soak.String(), Name: fmt.Sprintf("soak %s under the mix, c=%d", soak, h.set.Concurrency), Load: soakLoad},
 		&measurement{
-			Name: "RSS at soak end (" + last.describe() + ")", Value: last.RSS, Unit: "MiB",
+			Label: "RSS at soak end",
+			Name:  "RSS at soak end (" + last.describe() + ")", Value: last.RSS, Unit: "MiB",
 			Extra: map[string]any{
 				"start": first.memStatus, "end": last.memStatus, "peak": peak, "samples": samples,
 				"start_level_mib": startLevel, "end_level_mib": endLevel,
 			},
 		},
-		&measurement{Name: "peak RSS during the soak (" + peak.describe() + ")", Value: peak.RSS, Unit: "MiB"},
+		&measurement{Label: "peak RSS in the soak", Name: "peak RSS during the soak (" + peak.describe() + ")", Value: peak.RSS, Unit: "MiB"},
 	)
 	growthCheck := newCheck(fmt.Sprintf("RSS growth over the %s soak (median of the last fifth vs the first: %.0f → %.0f MiB)", soak, startLevel, endLevel),
 		growth, "<=", 10, "%")
 	if soak < fullSoak {
 		growthCheck.Note = "short soak, not the 5-minute target"
 	}
+	growthCheck.Label = "RSS growth in soak"
 	s.Checks = append(s.Checks, growthCheck)
 	return s, nil
 }

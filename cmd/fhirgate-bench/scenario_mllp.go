@@ -23,10 +23,10 @@ const hl7Input = "MSH|^~\\&|LAB|NORTH|EHR|CLINIC|20260101120000||ORU^R01^ORU_R01
 // mllpScenario is scenario 7: the same HL7 bot fed over MLLP (each
 // connection sending back to back) and over HTTP $execute, in one run.
 func (h *harness) mllpScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 7, Title: "HL7 over MLLP vs HTTP $execute (ACK bot)"}
+	s := &scenario{ID: 7, Short: "HL7 over MLLP", Title: "HL7 over MLLP vs HTTP $execute (ACK bot)"}
 	c := h.set.Concurrency
 	if m.executeNote != "" {
-		s.Measurements = append(s.Measurements, &measurement{Name: "HL7 ACK bot", Unavailable: m.executeNote})
+		s.Measurements = append(s.Measurements, &measurement{Label: "HL7 ACK bot", Name: "HL7 ACK bot", Unavailable: m.executeNote})
 		s.Checks = append(s.Checks, unavailableCheck("MLLP messages/s ÷ $execute", ">=", 1.0, "", "bot not measured"),
 			unavailableCheck("MLLP p99 ACK latency", "<=", 10, "ms", "bot not measured"))
 		return s, nil
@@ -40,8 +40,8 @@ func (h *harness) mllpScenario(ctx context.Context, m *mainInstance) (*scenario,
 		return s, err
 	}
 	s.Measurements = append(s.Measurements,
-		&measurement{Name: fmt.Sprintf("HL7 ACK bot, $execute, c=%d", c), Load: web},
-		&measurement{Name: fmt.Sprintf("HL7 ACK bot, MLLP, c=%d connections", c), Load: tcp})
+		&measurement{Label: "$execute HL7", Name: fmt.Sprintf("HL7 ACK bot, $execute, c=%d", c), Load: web},
+		&measurement{Label: "MLLP", Name: fmt.Sprintf("HL7 ACK bot, MLLP, c=%d connections", c), Load: tcp})
 	s.Checks = append(s.Checks,
 		newCheck("MLLP messages/s ÷ $execute", ratio(tcp.Throughput, web.Throughput), ">=", 1.0, ""),
 		newCheck("MLLP p99 ACK latency", tcp.P99Ms, "<=", 10, "ms"))

@@ -16,6 +16,7 @@ type mainInstance struct {
 	executeNote string // why $execute is unavailable, "" when it works
 
 	executeUnaudited requestSpec // the same echo bot, declared without AuditEvents
+	executeVM        requestSpec // the same echo bot in the vmcontext runtime
 }
 
 // setupMain starts the main instance, reads its idle RSS, gets an access
@@ -43,6 +44,7 @@ func (h *harness) setupMain(ctx context.Context) (*mainInstance, error) {
 	}
 	m.execute = jsonPOST(executeURL(p.sites.gateway, "echo"), m.token, echoInput)
 	m.executeUnaudited = jsonPOST(executeURL(p.sites.gateway, unauditedEcho), m.token, echoInput)
+	m.executeVM = jsonPOST(executeURL(p.sites.gateway, vmcontextEcho), m.token, echoInput)
 	if m.executeNote, err = probeExecute(ctx, m.execute); err != nil {
 		p.stop()
 		return nil, err
@@ -56,7 +58,7 @@ func (h *harness) setupMain(ctx context.Context) (*mainInstance, error) {
 // proxyScenario is scenario 1: the same GET, with the same bearer token,
 // through reverse_proxy alone and through fhirgate + reverse_proxy.
 func (h *harness) proxyScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 1, Title: "authenticated proxy vs plain proxy (GET /fhir/R4/Patient/1)"}
+	s := &scenario{ID: 1, Short: "proxy", Title: "authenticated proxy vs plain proxy (GET /fhir/R4/Patient/1)"}
 	plain, gated := patientGET(m.p.sites.plain, m.token), patientGET(m.p.sites.gateway, m.token)
 	var res [2][2]*loadResult // [saturated, latency][plain, gated]
 	for i, c := range []int{h.set.Concurrency, h.set.LatencyConcurrency} {
@@ -72,14 +74,16 @@ func (h *harness) proxyScenario(ctx context.Context, m *mainInstance) (*scenario
 		}
 		res[i] = [2]*loadResult{a, b}
 		s.Measurements = append(s.Measurements,
-			&measurement{Name: fmt.Sprintf("plain reverse_proxy, c=%d", c), Load: a},
-			&measurement{Name: fmt.Sprintf("fhirgate + reverse_proxy, c=%d", c), Load: b})
+			&measurement{Label: fmt.Sprintf("plain proxy, c=%d", c), Name: fmt.Sprintf("plain reverse_proxy, c=%d", c), Load: a},
+			&measurement{Label: fmt.Sprintf("fhirgate, c=%d", c), Name: fmt.Sprintf("fhirgate + reverse_proxy, c=%d", c), Load: b})
 	}
 	c, lc := h.set.Concurrency, h.set.LatencyConcurrency
 	added := newCheck(fmt.Sprintf("added p99, c=%d", c), res[0][1].P99Ms-res[0][0].P99Ms, "<=", 0.5, "ms")
 	added.Verdict, added.Note = verdictNA, "information: at saturation p99 is queueing, i.e. the throughput ratio again"
-	s.Checks = append(s.Checks,
-		newCheck(fmt.Sprintf("throughput ratio gated/plain, c=%d", c), ratio(res[0][1].Throughput, res[0][0].Throughput), ">=", 0.90, ""),
+	added.Label = fmt.Sprintf("added p99, c=%d", c)
+	tput := newCheck(fmt.Sprintf("throughput ratio gated/plain, c=%d", c), ratio(res[0][1].Throughput, res[0][0].Throughput), ">=", 0.90, "")
+	tput.Label = "ratio gated/plain"
+	s.Checks = append(s.Checks, tput,
 		newCheck(fmt.Sprintf("added p99, c=%d", lc), res[1][1].P99Ms-res[1][0].P99Ms, "<=", 0.5, "ms"),
 		added,
 	)
@@ -89,19 +93,20 @@ func (h *harness) proxyScenario(ctx context.Context, m *mainInstance) (*scenario
 // exchangeScenario is scenario 2: token exchanges with the userinfo cache
 // warm (one subject token) and useless (a new token every request).
 func (h *harness) exchangeScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 2, Title: "token exchange (POST /oauth2/token, RFC 8693)"}
+	s := &scenario{ID: 2, Short: "token exchange", Title: "token exchange (POST /oauth2/token, RFC 8693)"}
 	c := h.set.Concurrency
 	cached, err := h.load(ctx, m.p, "2-exchange-cached", h.spec(c, exchangePOST(m.p.sites.gateway, h.userToken(1, "cached"))))
 	if err != nil {
 		return s, err
 	}
-	s.Measurements = append(s.Measurements, &measurement{Name: fmt.Sprintf("exchange, userinfo cached, c=%d", c), Load: cached})
+	s.Measurements = append(s.Measurements, &measurement{Label: "userinfo cached", Name: fmt.Sprintf("exchange, userinfo cached, c=%d", c), Load: cached})
 	uncached, err := h.load(ctx, m.p, "2-exchange-uncached", h.spec(c, exchangePOST(m.p.sites.gateway, h.distinctTokens(declaredUsers, "uncached"))))
 	if err != nil {
 		return s, err
 	}
 	s.Measurements = append(s.Measurements, &measurement{
-		Name: fmt.Sprintf("exchange, every token distinct (%d users), c=%d", declaredUsers, c), Load: uncached,
+		Label: "every token new",
+		Name:  fmt.Sprintf("exchange, every token distinct (%d users), c=%d", declaredUsers, c), Load: uncached,
 	})
 	s.Checks = append(s.Checks,
 		newCheck("cached exchanges/s", cached.Throughput, ">=", 2000, "/s"),
@@ -111,9 +116,12 @@ func (h *harness) exchangeScenario(ctx context.Context, m *mainInstance) (*scena
 }
 
 // botScenario is scenario 3: $execute of the echo bot vs an authenticated
-// respond of the same size.
+// respond of the same size; for information the same bot without its
+// AuditEvent and in the vmcontext runtime, and the Medplum-style peer in
+// Node (a fresh vm.runInNewContext per run), whose CPU per run is the
+// yardstick of fhirgate's.
 func (h *harness) botScenario(ctx context.Context, m *mainInstance) (*scenario, error) {
-	s := &scenario{ID: 3, Title: "bot execution (POST /fhir/R4/Bot/$execute?identifier=, JSON echo)"}
+	s := &scenario{ID: 3, Short: "bot $execute", Title: "bot execution (POST /fhir/R4/Bot/$execute?identifier=, JSON echo)"}
 	c := h.set.Concurrency
 	respond := namedLoad{m.p, "3-respond", h.spec(c, jsonPOST("http://"+m.p.sites.respond+"/fhir/R4/Basic/echo", m.token, echoInput))}
 	respondName := fmt.Sprintf("fhirgate + respond (%d B), c=%d", len(echoInput), c)
@@ -124,8 +132,8 @@ func (h *harness) botScenario(ctx context.Context, m *mainInstance) (*scenario, 
 			return s, err
 		}
 		s.Measurements = append(s.Measurements,
-			&measurement{Name: respondName, Load: base},
-			&measurement{Name: "echo bot $execute", Unavailable: m.executeNote})
+			&measurement{Label: "respond", Name: respondName, Load: base},
+			&measurement{Label: "$execute echo", Name: "echo bot $execute", Unavailable: m.executeNote})
 		s.Checks = append(s.Checks, unavailableCheck(name, ">=", 0.50, "", "bot not measured"))
 		return s, nil
 	}
@@ -143,12 +151,51 @@ func (h *harness) botScenario(ctx context.Context, m *mainInstance) (*scenario, 
 		return s, err
 	}
 	s.Measurements = append(s.Measurements,
-		&measurement{Name: respondName, Load: base},
-		&measurement{Name: fmt.Sprintf("echo bot $execute, c=%d", c), Load: bot},
-		&measurement{Name: respondName + ", with the row below", Load: base0},
-		&measurement{Name: fmt.Sprintf("echo bot $execute, audit_event_trigger never, c=%d", c), Load: quiet})
+		&measurement{Label: "respond", Name: respondName, Load: base},
+		&measurement{Label: "$execute echo", Name: fmt.Sprintf("echo bot $execute (awslambda runtime, AuditEvent on: the defaults), c=%d", c), Load: bot},
+		&measurement{Label: "respond (for 3d)", Name: respondName + ", compared with the row below", Load: base0},
+		&measurement{Label: "$execute, no audit", Name: fmt.Sprintf("echo bot $execute, audit_event_trigger never, c=%d", c), Load: quiet})
+	ratioCheck := newCheck(name, ratio(bot.Throughput, base.Throughput), ">=", 0.50, "")
+	ratioCheck.Label = "ratio bot/respond"
+	p99 := newCheck(fmt.Sprintf("$execute p99 at c=%d", c), bot.P99Ms, "<=", 10, "ms")
+	p99.Label = "$execute p99"
 	noAudit := newCheck("execution ratio without AuditEvents", ratio(quiet.Throughput, base0.Throughput), ">=", 0.50, "")
-	noAudit.Verdict, noAudit.Note = verdictNA, "information: the same run without its audit write"
-	s.Checks = append(s.Checks, newCheck(name, ratio(bot.Throughput, base.Throughput), ">=", 0.50, ""), noAudit)
-	return s, nil
+	noAudit.Verdict, noAudit.Note, noAudit.Label = verdictNA, "information: the same run without its audit write", "ratio, no audit"
+	s.Checks = append(s.Checks, ratioCheck, p99, noAudit)
+	return s, h.peerComparison(ctx, m, s, base, bot)
+}
+
+// peerComparison adds to scenario 3 the echo bot in fhirgate's vmcontext
+// runtime beside the Medplum-style peer in Node, which does the same per
+// run (a fresh JavaScript context), and judges fhirgate's CPU per run in
+// its default runtime (bot) against the peer's. base is the respond
+// baseline the vmcontext ratio is taken against.
+func (h *harness) peerComparison(ctx context.Context, m *mainInstance, s *scenario, base, bot *loadResult) error {
+	c := h.set.Concurrency
+	const cpuName = "CPU per run, Medplum-style peer / fhirgate (gateway and its workers)"
+	peer, why := h.startMedplumPeer(ctx)
+	if why != "" {
+		s.Measurements = append(s.Measurements, &measurement{Label: "Node peer", Name: "Medplum-style peer in Node", Unavailable: why})
+		s.Checks = append(s.Checks, unavailableCheck(cpuName, ">=", 8, "x", "peer not measured"))
+		return ctx.Err()
+	}
+	defer peer.stop()
+	peerSpec := h.spec(c, jsonPOST("http://"+peer.addr+"/fhir/R4/Bot/echo/$execute", m.token, echoInput))
+	peerSpec.ServerPID = peer.pid()
+	vm, node, err := h.compare(ctx, namedLoad{m.p, "3-execute-vmcontext", h.spec(c, m.executeVM)},
+		namedLoad{nil, "3-medplum-peer", peerSpec})
+	if err != nil {
+		return err
+	}
+	s.Measurements = append(s.Measurements,
+		&measurement{Label: "$execute, vmcontext", Name: fmt.Sprintf("echo bot $execute, runtime_version vmcontext (a fresh runtime per run), c=%d", c), Load: vm},
+		&measurement{Label: "Node peer, vm", Name: fmt.Sprintf(
+			"Medplum-style peer: Node %s with @medplum/core %s, a fresh vm.runInNewContext per run as Medplum's vmcontext runtime, "+
+				"no authentication or AuditEvent (CPU: the node process), c=%d", nodeVersion(), medplumVersion, c), Load: node})
+	cpu := newCheck(cpuName, ratio(node.ServerCPUPerRequestUs, bot.ServerCPUPerRequestUs), ">=", 8, "x")
+	cpu.Label = "CPU/run peer/ours"
+	vmRatio := newCheck("execution ratio vmcontext/respond", ratio(vm.Throughput, base.Throughput), ">=", 0.30, "")
+	vmRatio.Label, vmRatio.Note = "ratio vmcontext", "information, beside the default runtime; respond from 3a"
+	s.Checks = append(s.Checks, cpu, vmRatio)
+	return nil
 }

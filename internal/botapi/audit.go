@@ -17,17 +17,19 @@ import (
 
 // auditBatch bounds how many events one transaction writes; a full batch
 // must fit in one store transaction (TestFullAuditBatchFitsOneTransaction).
-const auditBatch = 128
+const auditBatch = 512
 
 // auditLinger is how long the writer waits for a batch to fill once it has
-// an event. Under load it turns many small transactions (two disk syncs
-// each: the value log and the memtable) into few large ones: at thousands of
-// runs a second the writes and their syncs were a seventh of the gateway's
-// CPU at 1 ms, and the syncs still 3% of it at 10 ms (batches of ~60 at
-// 6,000 runs/s); 25 ms fills a batch at 5,000 runs/s. Nobody waits for an
-// audit write, so the delay costs nothing; a crash loses what is queued
-// either way.
-const auditLinger = 25 * time.Millisecond
+// an event. Every transaction syncs the value log and the memtable's log,
+// and on this kind of VM a sync costs milliseconds of CPU (the kernel
+// write-protects each written page of the mapped logs, with a TLB
+// shootdown per page), so the cost of an event falls with the size of its
+// batch: at 2,000 events/s (BenchmarkAuditWrite/2000/s, less the same
+// pacing without events) 72-89 µs of CPU per event with batches of up to
+// 128 gathered for 25 ms, 54-58 µs with up to 512 for 250 ms. Nobody waits
+// for an audit write, so the delay costs no run anything; a crash loses
+// what is queued either way, now up to a quarter of a second of events.
+const auditLinger = 250 * time.Millisecond
 
 // auditWriter writes AuditEvents in the background, many per transaction,
 // so a bot's response never waits for a disk sync and a burst of runs costs

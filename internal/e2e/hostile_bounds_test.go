@@ -135,11 +135,12 @@ func (b *boundsStack) botID(t *testing.T, name string) string {
 }
 
 // auditEvents counts a bot's stored AuditEvents once the count has stopped
-// changing (the audit writer batches in the background).
+// changing for 600 ms: the audit writer gathers a batch for up to 250 ms
+// before it writes it, in the background.
 func (b *boundsStack) auditEvents(t *testing.T, botID string) int {
 	t.Helper()
 	last, stable := -1, 0
-	for range 100 {
+	for range 200 {
 		r := do(t, "GET", b.admin+"/AuditEvent?bot="+botID, "", "")
 		var bundle struct {
 			Entry []json.RawMessage `json:"entry"`
@@ -148,7 +149,7 @@ func (b *boundsStack) auditEvents(t *testing.T, botID string) int {
 			t.Fatalf("listing AuditEvents: %d %.300s", r.status, r.body)
 		}
 		if n := len(bundle.Entry); n == last {
-			if stable++; stable == 3 {
+			if stable++; stable == 6 {
 				return n
 			}
 		} else {
