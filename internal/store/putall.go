@@ -95,7 +95,7 @@ func (s *Store) putAll(ctx context.Context, ws []Write, dryRun bool) error {
 		return fmt.Errorf("checking %d resources: %w", len(ws), err)
 	}
 	for _, w := range writes {
-		s.changes.note(w.typ)
+		s.changes.note(w.typ, w.r.Base().ID)
 	}
 	if err != nil {
 		restore(len(ws))

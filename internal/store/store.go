@@ -25,7 +25,7 @@ type Store struct {
 	kv      KV
 	now     func() time.Time
 	group   groupCommit
-	changes changeCounters
+	changes *changeCounters
 	usage   usageCache
 	// usageBucket is the width of a bot-record usage bucket (usage.go);
 	// tests shorten it.
@@ -38,7 +38,11 @@ func New(kv KV, o Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket}
+	s := &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket}
+	if feed, ok := kv.(ChangeFeed); ok {
+		feed.Subscribe(s.remoteChanges)
+	}
+	return s
 }
 
 // KV returns the underlying key-value store.
@@ -129,7 +133,7 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 		return false, err
 	}
 	err = s.applyWrites(ctx, []*pendingWrite{w}, false)
-	s.changes.note(w.typ)
+	s.changes.note(w.typ, r.Base().ID)
 	if err != nil {
 		return false, fmt.Errorf("writing %s/%s: %w", w.typ, r.Base().ID, err)
 	}
@@ -167,7 +171,7 @@ func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) erro
 	}
 	err := s.applyWrites(ctx, writes, true)
 	for _, w := range writes {
-		s.changes.note(w.typ)
+		s.changes.note(w.typ, w.r.Base().ID)
 	}
 	if err != nil {
 		restore()
@@ -325,6 +329,7 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 			return err
 		}
 	}
+	announce(tx, typ, b.ID, w.created)
 	return tx.Set(recordKey(typ, b.ID), w.data, o.TTL)
 }
 
@@ -437,9 +442,10 @@ func (s *Store) Delete(ctx context.Context, resourceType, id string) error {
 		if err := tx.Delete(guardKey(resourceType, id)); err != nil {
 			return err
 		}
+		announce(tx, resourceType, id, false)
 		return tx.Delete(recordKey(resourceType, id))
 	})
-	s.changes.note(resourceType)
+	s.changes.note(resourceType, id)
 	if err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", resourceType, id, err)
 	}

@@ -111,6 +111,17 @@ type KV struct {
 	sweeps     atomic.Int64 // passes run, for tests
 
 	closeOnce sync.Once
+
+	// The change feed (feed.go): the listening connection's settings,
+	// the schema's channel, this KV's id in its notifications, and who
+	// hears them.
+	loopCtx      context.Context
+	listenConfig *pgx.ConnConfig
+	channel      string
+	sender       string
+	feedMu       sync.Mutex
+	subscribers  []func(topics []string)
+	listens      atomic.Int64 // connections that reached LISTEN, for tests
 }
 
 // Open connects to PostgreSQL, creates or migrates the schema and starts
@@ -140,12 +151,21 @@ func Open(ctx context.Context, o Options) (*KV, error) {
 		pool.Close()
 		return nil, err
 	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening PostgreSQL storage: reading the schema: %w", err)
+	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	k := &KV{
-		pool:    pool,
-		logger:  cmp.Or(o.Logger, zap.NewNop()),
-		timeout: max(cmp.Or(o.Timeout, DefaultTimeout), 0),
-		cancel:  cancel,
+		pool:         pool,
+		logger:       cmp.Or(o.Logger, zap.NewNop()),
+		timeout:      max(cmp.Or(o.Timeout, DefaultTimeout), 0),
+		cancel:       cancel,
+		loopCtx:      loopCtx,
+		listenConfig: cfg.ConnConfig,
+		channel:      channelName(schema),
+		sender:       newSenderID(),
 	}
 	if k.sweepEvery = max(cmp.Or(o.SweepInterval, DefaultSweepInterval), 0); k.sweepEvery > 0 {
 		k.loops.Add(1)
@@ -255,6 +275,12 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 			return false, errors.Join(ctxErr, err)
 		}
 		return retryable(err) || retryable(t.failed), err
+	}
+	if err := t.notify(k.channel, k.sender); err != nil {
+		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
+			return false, errors.Join(ctxErr, err)
+		}
+		return retryable(err), fmt.Errorf("announcing the transaction's changes: %w", err)
 	}
 	done = true
 	if t.tx == nil {

@@ -25,6 +25,8 @@ type txn struct {
 	failed error
 	// connErr is why conn is nil: it was lost and no other could be had.
 	connErr error
+	// topics are the changes announced to other processes at commit.
+	topics map[string]struct{}
 }
 
 // query runs one statement of the transaction and hands its rows to read
