@@ -389,7 +389,9 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	// default covers two weeks, a longer configured lifetime extends it.
 	maxLife := max(tokens.DefaultMaxTokenLifetime, time.Duration(a.RefreshTokenTTL)+time.Hour, time.Duration(a.AccessTokenTTL)+time.Hour)
 	a.keys = &pendingKeys{KeyStore: oauth.KeyStore{Store: st}}
-	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: a.keys, MaxTokenLifetime: maxLife})
+	// KeysChanged: a key created or retired by another replica reaches this
+	// one's keyring (the change feed on PostgreSQL).
+	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: a.keys, MaxTokenLifetime: maxLife, KeysChanged: a.keys.Changes})
 	if err != nil {
 		return fmt.Errorf("loading signing keys: %w", err)
 	}

@@ -129,5 +129,6 @@ func (h *Handler) writeStoreError(w http.ResponseWriter, r *http.Request, err er
 	if field != "" {
 		expr = []string{field}
 	}
+	fhirstore.SetRetryAfter(w, status)
 	h.fail(w, r, status, text, err, expr...)
 }

@@ -241,5 +241,6 @@ func (a *API) writeStoreError(w http.ResponseWriter, err error) {
 	if status == http.StatusInternalServerError {
 		a.o.Logger.Error("bot store operation", zap.Error(err))
 	}
+	fhirstore.SetRetryAfter(w, status)
 	fhir.WriteOutcome(w, status, text, exprs(field)...)
 }

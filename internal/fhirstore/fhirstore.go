@@ -7,6 +7,8 @@ package fhirstore
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -25,9 +27,21 @@ func ErrorStatus(err error) (status int, text, field string) {
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, err.Error(), ""
 	case errors.Is(err, store.ErrUnwritable):
-		return http.StatusServiceUnavailable, "the store cannot take writes right now (disk full or read-only); reads still work", ""
+		return http.StatusServiceUnavailable, "the store cannot take writes right now (disk full, read-only or unreachable)", ""
 	default:
 		return http.StatusInternalServerError, "store error", ""
+	}
+}
+
+// RetryAfter is when a client should try again after a 503 for a store
+// that cannot be used right now: a full disk is freed, a PostgreSQL
+// server restarts, in seconds to minutes.
+const RetryAfter = 5 * time.Second
+
+// SetRetryAfter adds the Retry-After header to a 503 answer.
+func SetRetryAfter(w http.ResponseWriter, status int) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
 }
 

@@ -11,7 +11,7 @@
 //     [store.ErrConflict]. An Update that cannot reach the server (no
 //     connection, a connection lost, a server shutting down, no answer
 //     within Options.Timeout) wraps [store.ErrUnwritable], which the
-//     gateway answers with 503.
+//     gateway answers with 503; so does a View that cannot reach it.
 //   - A nil Update is durable: every connection runs with
 //     synchronous_commit on, whatever the server's default.
 //   - Keys with a TTL carry expires_at; reads filter them out as soon as it
@@ -196,6 +196,17 @@ func (k *KV) View(ctx context.Context, fn func(store.Txn) error) error {
 		return err
 	}
 	_, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return unwritable(ctx, err)
+}
+
+// unwritable wraps an error that says the server cannot be reached in
+// store.ErrUnwritable, which the gateway answers with 503 and Retry-After:
+// reads fail the same way as writes while PostgreSQL is down. (The
+// caller's own deadline has passed only if ctx.Err is set.)
+func unwritable(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && unreachable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
+	}
 	return err
 }
 
@@ -208,14 +219,10 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 		}
 		retry, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
 		if !retry {
-			if err != nil && ctx.Err() == nil && unreachable(err) {
-				// The gateway answers 503 with Retry-After, as for a full
-				// disk under Badger. A commit cut off by the connection loss
-				// or the timeout may or may not have been applied. (The
-				// caller's own deadline has passed only if ctx.Err is set.)
-				return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
-			}
-			return err
+			// As for a full disk under Badger. A commit cut off by the
+			// connection loss or the timeout may or may not have been
+			// applied.
+			return unwritable(ctx, err)
 		}
 		if attempt == maxUpdateAttempts {
 			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts: %w", store.ErrConflict, attempt, err)
