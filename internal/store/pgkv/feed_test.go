@@ -3,7 +3,6 @@ package pgkv
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -134,26 +133,21 @@ func TestFeedReconnectMovesEveryCounter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dsn := pgkvtest.DSN(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	proxied, target := viaProxy(t, dsn, addr)
-	px := startProxy(t, addr, target)
+	addr := pgkvtest.FreeAddr(t)
+	proxied, target := pgkvtest.ViaProxy(t, dsn, addr)
+	px := pgkvtest.StartProxy(t, addr, target)
 	a, b := openReplica(t, dsn), openReplica(t, proxied)
 
 	before := make(map[string]uint64)
 	for _, typ := range allTypes {
 		before[typ] = b.st.Changes(typ)
 	}
-	px.cut()
+	px.Cut()
 	// While B cannot hear, A writes.
 	if err := a.st.Create(ctx, &store.Project{Name: "unheard"}, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	startProxy(t, addr, target)
+	pgkvtest.StartProxy(t, addr, target)
 	b.waitListening(t, 2)
 	for _, typ := range allTypes {
 		if b.st.Changes(typ) == before[typ] {
