@@ -100,7 +100,7 @@ func (a *adminAPI) resolve(ctx context.Context) (http.Handler, error) {
 // it logs its 5xx answers to logger (the admin module's).
 func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 	st := a.store.store
-	db := a.store.db
+	db, canBackup := a.store.kv.(backupKV)
 	return adminapi.New(adminapi.Options{
 		Store:  st,
 		Logger: logger,
@@ -115,8 +115,16 @@ func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 			a.logger.Info("signing key rotated", zap.String("kid", key.ID))
 			return key.ID, nil
 		},
-		Backup: func(w io.Writer) error { return db.Backup(w) },
+		Backup: func(w io.Writer) error {
+			if !canBackup {
+				return errors.New("this storage cannot write backups")
+			}
+			return db.Backup(w)
+		},
 		Restore: func(r io.Reader) error {
+			if !canBackup {
+				return errors.New("this storage cannot load backups")
+			}
 			err := db.Restore(r)
 			// Even a failed restore may have replaced some records.
 			st.Invalidate()

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 const (
@@ -222,7 +223,7 @@ func (t *faultTxn) Set(key, value []byte, ttl time.Duration) error {
 // declared records' write fails, the store keeps the old records exactly;
 // then the write goes through whole.
 func TestWriteDeclaredFailingMidwayLeavesTheOldRecords(t *testing.T) {
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestApplyBotAuditEventTrigger(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.trigger, func(t *testing.T) {
 			ctx := context.Background()
-			kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+			kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -349,7 +350,7 @@ func TestAwaitDeclared(t *testing.T) {
 // compiles nothing: about 490 fit one transaction; with code, each bot
 // also writes two Binaries and about 200 fit.)
 func TestTooManyDeclaredRecordsSaySo(t *testing.T) {
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

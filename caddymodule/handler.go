@@ -105,10 +105,10 @@ type Handler struct {
 	bots   *botapi.API
 	app    *App
 	logger *zap.Logger
-	// storeDir is the store this handler holds a use of while its bot API
-	// writes to it ("" when it holds none, or its bot API's watcher does);
+	// storage is the store this handler holds a use of while its bot API
+	// writes to it (nil when it holds none, or its bot API's watcher does);
 	// released is closed once the watcher has let the store go.
-	storeDir string
+	storage  storageModule
 	released chan struct{}
 }
 
@@ -144,10 +144,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// which can be after the app's Cleanup: Caddy cleans modules up in no
 	// fixed order, and a reload lets runs go on. So the handler holds its
 	// own use of the store until then, and the store outlives its writes.
-	if _, err := openStore(app.dir, h.logger); err != nil {
+	if _, err := openStore(ctx, app.storage, h.logger); err != nil {
 		return fmt.Errorf("opening store: %w", err)
 	}
-	h.storeDir = app.dir
+	h.storage = app.storage
 	h.bots, err = botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Runner:         app.runner,
@@ -172,18 +172,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// default, waits for every request: the grace must start when the exit
 	// does, not at Cleanup. A reloaded-away config's runs are covered too.
 	h.released = make(chan struct{})
-	go func(bots *botapi.API, dir string, released chan struct{}) {
+	go func(bots *botapi.API, storage storageModule, released chan struct{}) {
 		defer close(released)
 		select {
 		case <-processExiting():
 			bots.Shutdown()
 		case <-bots.Done():
 		}
-		if err := releaseStore(dir); err != nil {
+		if err := releaseStore(storage); err != nil {
 			h.logger.Error("releasing the store after the bot runs ended", zap.Error(err))
 		}
-	}(h.bots, h.storeDir, h.released)
-	h.storeDir = "" // the goroutine releases it
+	}(h.bots, h.storage, h.released)
+	h.storage = nil // the goroutine releases it
 
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
@@ -223,9 +223,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
 // events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
-	if h.storeDir != "" { // Provision failed before the bot API took the store over
-		_ = releaseStore(h.storeDir)
-		h.storeDir = ""
+	if h.storage != nil { // Provision failed before the bot API took the store over
+		_ = releaseStore(h.storage)
+		h.storage = nil
 	}
 	if h.bots == nil {
 		return nil

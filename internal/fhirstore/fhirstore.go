@@ -7,8 +7,6 @@ package fhirstore
 import (
 	"errors"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -27,23 +25,16 @@ func ErrorStatus(err error) (status int, text, field string) {
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, err.Error(), ""
 	case errors.Is(err, store.ErrUnwritable):
-		return http.StatusServiceUnavailable, "the store cannot take writes right now (disk full, read-only or unreachable)", ""
+		return http.StatusServiceUnavailable, "the store cannot take writes right now (its disk is full or read-only, or its database unreachable); try again later", ""
 	default:
 		return http.StatusInternalServerError, "store error", ""
 	}
 }
 
-// RetryAfter is when a client should try again after a 503 for a store
-// that cannot be used right now: a full disk is freed, a PostgreSQL
-// server restarts, in seconds to minutes.
-const RetryAfter = 5 * time.Second
-
-// SetRetryAfter adds the Retry-After header to a 503 answer.
-func SetRetryAfter(w http.ResponseWriter, status int) {
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-	}
-}
+// UnwritableRetryAfter is the Retry-After, in seconds, of a 503 for a store
+// that cannot take writes: a PostgreSQL restart or failover takes seconds,
+// and a client retrying sooner only adds load.
+const UnwritableRetryAfter = "5"
 
 // WriteResource answers a stored resource as FHIR JSON, with its version as a weak ETag.
 func WriteResource(w http.ResponseWriter, status int, res store.Resource) {

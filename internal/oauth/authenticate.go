@@ -203,7 +203,7 @@ func storeAuthErr(err error) *AuthError {
 // token that could not be checked.
 func WriteAuthError(w http.ResponseWriter, e *AuthError) {
 	if e.Unavailable {
-		fhirstore.SetRetryAfter(w, http.StatusServiceUnavailable)
+		w.Header().Set("Retry-After", fhirstore.UnwritableRetryAfter)
 		fhir.WriteOutcome(w, http.StatusServiceUnavailable, e.Description)
 		return
 	}

@@ -37,7 +37,8 @@
 //	defer kv.Close()
 //	s := store.New(kv, store.Options{})
 //
-// The package is not a Caddy module; nothing in the gateway opens it yet.
+// The package is Caddy-free; caddymodule's `fhirgate.storage.postgres`
+// module opens it.
 package pgkv
 
 import (

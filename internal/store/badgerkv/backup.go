@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 // Backup writes a full backup of the database to w in Badger's backup format
 // (what `badger backup` and DB.Backup produce). It runs on a snapshot and does
 // not block writers.
-func (b *Badger) Backup(w io.Writer) error {
+func (b *KV) Backup(w io.Writer) error {
 	if _, err := b.db.Backup(w, 0); err != nil {
 		return fmt.Errorf("backing up storage: %w", err)
 	}
@@ -41,7 +41,7 @@ const maxBackupListSize = 1 << 30
 // It does not use DB.Load on purpose: Load keeps the backup's own versions,
 // so any key modified after the backup was taken would silently keep its
 // newer value.
-func (b *Badger) Restore(r io.Reader) error {
+func (b *KV) Restore(r io.Reader) error {
 	if err := b.guard.check(); err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ const gcDiscardRatio = 0.5
 // RunGC reclaims value-log space: it rewrites log files until Badger reports
 // nothing left to rewrite. Safe to call periodically and concurrently (a
 // second concurrent pass is rejected by Badger and returns at once).
-func (b *Badger) RunGC() {
+func (b *KV) RunGC() {
 	for {
 		err := b.db.RunValueLogGC(gcDiscardRatio)
 		switch {
