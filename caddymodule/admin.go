@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -126,8 +127,13 @@ func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 				return errors.New("this storage cannot load backups")
 			}
 			err := db.Restore(r)
-			// Even a failed restore may have replaced some records.
-			st.Invalidate()
+			// Even a failed restore may have replaced some records, here
+			// and under every other replica sharing the store.
+			ictx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if ierr := st.InvalidateEverywhere(ictx); ierr != nil {
+				a.logger.Error("restore: caches of other replicas may be stale until their next change", zap.Error(ierr))
+			}
+			cancel()
 			if err != nil {
 				return err
 			}

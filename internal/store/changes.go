@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"hash/maphash"
 	"strings"
 	"sync/atomic"
@@ -105,6 +107,31 @@ func (s *Store) Invalidate() {
 	}
 }
 
+// InvalidateEverywhere is [Store.Invalidate] here and, through the KV's
+// [ChangeFeed] if it has one, in every other process sharing the KV: for
+// when records were replaced under every Store at once (a restore from
+// backup).
+func (s *Store) InvalidateEverywhere(ctx context.Context) error {
+	s.Invalidate()
+	if _, ok := s.kv.(ChangeFeed); !ok {
+		return nil
+	}
+	err := s.kv.Update(ctx, func(tx Txn) error {
+		if a, ok := tx.(Announcer); ok {
+			a.Announce(AnnounceEverything)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("telling the other replicas that everything changed: %w", err)
+	}
+	return nil
+}
+
+// AnnounceEverything is the topic that stands for every record of every
+// type.
+const AnnounceEverything = "*"
+
 // ChangeFeed is implemented by a KV that other processes write to at the
 // same time (PostgreSQL's): it tells each process what the others'
 // committed transactions changed, so that caches above the store notice
@@ -120,8 +147,8 @@ type ChangeFeed interface {
 }
 
 // Announcer is implemented by the [Txn] of a KV with a [ChangeFeed]. A
-// topic is "<Type>/<id>" for one record or "<Type>" for any record of the
-// type; a KV that cannot carry every topic of a transaction may send each
+// topic is "<Type>/<id>" for one record, "<Type>" for any record of the
+// type, or [AnnounceEverything]; a KV that cannot carry every topic of a transaction may send each
 // one's part before its first '/' instead, or nothing specific at all (a
 // nil slice: everything). Announcements of a transaction that does not
 // commit are dropped.
@@ -150,6 +177,10 @@ func (s *Store) remoteChanges(topics []string) {
 		return
 	}
 	for _, topic := range topics {
+		if topic == AnnounceEverything {
+			s.Invalidate()
+			continue
+		}
 		if typ, id, ok := strings.Cut(topic, "/"); ok {
 			s.changes.note(typ, id)
 		} else {

@@ -33,7 +33,7 @@ import (
 const maxPayload = 7900
 
 // everything is the payload line that stands for every topic.
-const everything = "*"
+const everything = store.AnnounceEverything
 
 // Reconnection backoff of the listening connection: doubling, jittered.
 const (

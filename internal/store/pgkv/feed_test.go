@@ -226,3 +226,21 @@ func TestBuildPayload(t *testing.T) {
 		t.Errorf("parse(everything) = %q, %v; want nil topics", topics, ok)
 	}
 }
+
+// TestInvalidateEverywhereReachesOtherReplicas: after a restore on A
+// (Store.InvalidateEverywhere), every counter of B moves.
+func TestInvalidateEverywhereReachesOtherReplicas(t *testing.T) {
+	t.Parallel()
+	dsn := pgkvtest.DSN(t)
+	a, b := openReplica(t, dsn), openReplica(t, dsn)
+	before := make(map[string]uint64)
+	for _, typ := range allTypes {
+		before[typ] = b.st.Changes(typ)
+	}
+	if err := a.st.InvalidateEverywhere(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range allTypes {
+		eventually(t, "B's Changes("+typ+") moving", func() bool { return b.st.Changes(typ) != before[typ] })
+	}
+}

@@ -30,6 +30,15 @@
 // advisory lock so that replicas starting at once apply each migration
 // exactly once. A database migrated by a newer release is refused.
 //
+// # Change feed
+//
+// KV implements [store.ChangeFeed] (feed.go): a transaction that announced
+// the records it wrote sends them with pg_notify before its COMMIT, and
+// every KV keeps one connection LISTENing on its schema's channel,
+// reconnecting with backoff and reporting "everything changed" after each
+// (re)connect. The Store built on it counts other replicas' writes in its
+// change counters, which its callers' caches consult.
+//
 // # Usage
 //
 //	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: os.Getenv("FHIRGATE_POSTGRES_DSN")})
