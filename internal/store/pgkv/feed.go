@@ -128,14 +128,20 @@ func (k *KV) listen(ctx context.Context) (listening bool, err error) {
 	cancel()
 	if err != nil {
 		if conn != nil {
-			_ = conn.Close(context.Background())
+			cctx, cancel := context.WithTimeout(context.Background(), listenPing)
+			_ = conn.Close(cctx)
+			cancel()
 		}
 		return false, err
 	}
-	defer conn.Close(context.Background())
-	k.listens.Add(1)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), listenPing)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	// Whatever was announced while no connection listened is lost.
 	k.deliver(nil)
+	k.listens.Add(1)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdle)
 		n, err := conn.WaitForNotification(wctx)

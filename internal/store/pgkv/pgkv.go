@@ -131,7 +131,7 @@ type KV struct {
 	sender       string
 	feedMu       sync.Mutex
 	subscribers  []func(topics []string)
-	listens      atomic.Int64 // connections that reached LISTEN, for tests
+	listens      atomic.Int64 // connections that reached LISTEN and flushed, for tests
 }
 
 // Open connects to PostgreSQL, creates or migrates the schema and starts
