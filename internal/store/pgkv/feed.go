@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -96,7 +97,7 @@ func (k *KV) listenLoop(ctx context.Context) {
 	defer k.loops.Done()
 	backoff := minListenBackoff
 	for ctx.Err() == nil {
-		heard, err := k.listen(ctx)
+		heard, err := k.listenRecovered(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -114,6 +115,19 @@ func (k *KV) listenLoop(ctx context.Context) {
 		}
 		backoff = min(2*backoff, maxListenBackoff)
 	}
+}
+
+// listenRecovered is listen, with a panic turned into an error: the
+// connection is then replaced like a broken one, and the flush after the
+// reconnect covers whatever the panic interrupted.
+func (k *KV) listenRecovered(ctx context.Context) (listening bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			// Not counted as listening, so a panic that repeats backs off.
+			listening, err = false, fmt.Errorf("panic in the change feed: %v", v)
+		}
+	}()
+	return k.listen(ctx)
 }
 
 // listen connects, LISTENs, flushes the subscribers and then delivers
