@@ -57,6 +57,10 @@ func (k *KV) Restore(r io.Reader) error {
 	ctx := context.Background()
 	err := pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
 		var b upsertBatch
+		exec := func(sql string, args ...any) error {
+			_, err := tx.Exec(ctx, sql, args...)
+			return err
+		}
 		err := kvbackup.Read(r, func(e kvbackup.Entry) error {
 			ttl := int64(0)
 			if e.ExpiresAt != 0 {
@@ -64,14 +68,14 @@ func (k *KV) Restore(r io.Reader) error {
 			}
 			b.add(e.Key, e.Value, ttl)
 			if b.len() >= restoreBatch {
-				return b.exec(ctx, tx, upsertAtUnix)
+				return b.exec(exec, upsertAtUnix)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		return b.exec(ctx, tx, upsertAtUnix)
+		return b.exec(exec, upsertAtUnix)
 	})
 	if err != nil {
 		return fmt.Errorf("restoring storage: %w", k.classify(err))

@@ -1,11 +1,5 @@
 package pgkv
 
-import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
-)
-
 // upsertBatch collects rows written by one multi-row statement: the arrays
 // travel as three parameters and unnest turns them back into rows, so a
 // thousand keys cost one round trip instead of a thousand.
@@ -37,12 +31,12 @@ func (b *upsertBatch) add(key, value []byte, expires int64) {
 func (b *upsertBatch) len() int { return len(b.keys) }
 
 // exec runs sql with the queued rows as $1 (keys), $2 (values) and $3
-// (expiries) and empties the batch.
-func (b *upsertBatch) exec(ctx context.Context, tx pgx.Tx, sql string) error {
+// (expiries) through run and empties the batch.
+func (b *upsertBatch) exec(run func(sql string, args ...any) error, sql string) error {
 	if len(b.keys) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, sql, b.keys, b.values, b.expires)
+	err := run(sql, b.keys, b.values, b.expires)
 	b.keys, b.values, b.expires = b.keys[:0], b.values[:0], b.expires[:0]
 	clear(b.at)
 	return err
@@ -54,3 +48,13 @@ const upsertAtUnix = `INSERT INTO fhirgate_kv (key, value, expires_at)
 SELECT k, v, CASE WHEN e = 0 THEN NULL ELSE to_timestamp(e) END
 FROM unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(k, v, e)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`
+
+// upsertAfter writes rows whose expiry is a TTL in microseconds from the
+// transaction's start (0: none), as Txn.Set takes it.
+const upsertAfter = `INSERT INTO fhirgate_kv (key, value, expires_at)
+SELECT k, v, CASE WHEN e = 0 THEN NULL ELSE now() + e * interval '1 microsecond' END
+FROM unnest($1::bytea[], $2::bytea[], $3::bigint[]) AS t(k, v, e)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`
+
+// deleteKeys deletes the keys of $1.
+const deleteKeys = `DELETE FROM fhirgate_kv WHERE key = ANY($1::bytea[])`

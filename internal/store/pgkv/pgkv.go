@@ -257,7 +257,12 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 			_ = t.tx.Rollback(rctx)
 		}
 	}()
-	if err := fn(t); err != nil {
+	err = fn(t)
+	if err == nil {
+		// The writes fn left unsent.
+		err = t.flush()
+	}
+	if err != nil {
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
 			return false, errors.Join(ctxErr, err)
 		}
