@@ -189,6 +189,9 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 	var u *usage
 	err := s.kv.Update(ctx, func(tx Txn) error {
 		u = s.newUsage(tx)
+		if err := prefetch(tx, writes); err != nil {
+			return err
+		}
 		for _, w := range writes {
 			if err := w.apply(tx, u); err != nil {
 				if named {
@@ -203,6 +206,31 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 		u.committed()
 	}
 	return err
+}
+
+// prefetch reads, in one go, the keys that applying several writes checks
+// (the records replaced, the referenced records, the unique index entries),
+// when tx can: on PostgreSQL each would otherwise be a round trip.
+func prefetch(tx Txn, writes []*pendingWrite) error {
+	p, ok := tx.(Prefetcher)
+	if !ok || len(writes) < 2 {
+		return nil
+	}
+	var keys [][]byte
+	for _, w := range writes {
+		if w.replace {
+			keys = append(keys, recordKey(w.typ, w.r.Base().ID))
+		}
+		for _, ref := range w.refs {
+			keys = append(keys, recordKey(ref.resourceType, ref.id))
+		}
+		for _, e := range w.newIdx {
+			if e.unique {
+				keys = append(keys, e.key)
+			}
+		}
+	}
+	return p.Prefetch(keys)
 }
 
 // pendingWrite is a stamped, validated and encoded resource, ready to be

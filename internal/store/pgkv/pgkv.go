@@ -140,9 +140,15 @@ func Open(ctx context.Context, o Options) (*KV, error) {
 	if o.DSN == "" {
 		return nil, errors.New("opening PostgreSQL storage: a DSN is required")
 	}
+	k, err := open(ctx, o)
+	// pgx redacts the password in the errors it makes, but not every layer
+	// below it need: the DSN is the operator's secret.
+	return k, redact(err, o.DSN)
+}
+
+func open(ctx context.Context, o Options) (*KV, error) {
 	cfg, err := pgxpool.ParseConfig(o.DSN)
 	if err != nil {
-		// pgconn redacts the password in its parse errors.
 		return nil, fmt.Errorf("parsing the PostgreSQL DSN: %w", err)
 	}
 	cfg.MaxConns = cmp.Or(o.MaxConns, DefaultMaxConns)
@@ -287,7 +293,12 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 			_ = t.tx.Rollback(rctx)
 		}
 	}()
-	if err := fn(t); err != nil {
+	err = fn(t)
+	if err == nil {
+		// The writes fn left unsent.
+		err = t.flush()
+	}
+	if err != nil {
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
 			return false, errors.Join(ctxErr, err)
 		}
@@ -360,6 +371,15 @@ func unreachable(err error) bool {
 	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed)
+}
+
+// classify marks an error that says the server cannot be reached as
+// store.ErrUnwritable.
+func (k *KV) classify(err error) error {
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
+	}
+	return err
 }
 
 // Close stops the sweeper and closes the pool. Calling it again does
