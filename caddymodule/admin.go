@@ -139,6 +139,11 @@ func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 			}
 			// A backup from an older release brings its email index back.
 			migrateEmailIndex(st, a.logger)
+			// The backup's signing keys (a Badger deployment moving to
+			// PostgreSQL) verify its tokens from now on.
+			if err := a.tokens.Reload(context.Background()); err != nil {
+				return fmt.Errorf("store restored, but loading its signing keys: %w", err)
+			}
 			a.logger.Info("store restored from backup")
 			return nil
 		},

@@ -211,9 +211,9 @@ type App struct {
 	// records in the store: AuditEvents and async jobs, counted until they
 	// expire. At the quota, async runs answer 429 with Retry-After and
 	// AuditEvents are written to Caddy's log at Warn instead of the store
-	// (counted in `caddy_fhirgate_bot_records_refused_total`). Several
-	// gateways sharing one store may pass it by what they write within a
-	// second. Default: 256 MiB.
+	// (counted in `caddy_fhirgate_bot_records_refused_total`). Replicas
+	// on one PostgreSQL check it against the sum in the store, exactly.
+	// Default: 256 MiB.
 	ProjectBotRecordsMax int64 `json:"project_bot_records_max,omitempty"`
 
 	// BotRecordsDiskReserve is the free space, in bytes, the store's disk

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
+	"github.com/fhirgate/fhirgate/internal/tokens"
 )
 
 // loadStorageApp provisions and starts an App on the storage given as JSON,
@@ -146,5 +151,44 @@ func TestStorageDirIsShortForBadger(t *testing.T) {
 	}
 	if keys[0] != keys[1] || keys[1] != keys[2] {
 		t.Fatalf("keys %q", keys)
+	}
+}
+
+// TestRestoringABadgerBackupIntoPostgresKeepsTokensValid: a backup of a
+// Badger gateway, loaded through the admin API into a running gateway on
+// PostgreSQL, brings the signing keys: a token the Badger gateway issued
+// verifies on the PostgreSQL one at once.
+func TestRestoringABadgerBackupIntoPostgresKeepsTokensValid(t *testing.T) {
+	old, err := loadStorageApp(t, `{"module": "badger", "dir": "`+t.TempDir()+`"}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := old.tokens.IssueAccess(tokens.AccessClaims{Sub: "u", LoginID: "l"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	if err := old.store.kv.(backupKV).Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("FHIRGATE_TEST_STORAGE_DSN", pgkvtest.DSN(t))
+	pg, err := loadStorageApp(t, `{"module": "postgres", "dsn": "{env.FHIRGATE_TEST_STORAGE_DSN}"}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := pg.tokens.Verify(ctx, tok, tokens.KindAccess); err == nil {
+		t.Fatal("the PostgreSQL gateway verified a token of another keyring before the restore")
+	}
+	req := httptest.NewRequest(http.MethodPost, "/fhirgate/restore", &backup)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	rec := httptest.NewRecorder()
+	pg.adminHandler(zap.NewNop()).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("restore: %d %s", rec.Code, rec.Body)
+	}
+	if c, err := pg.tokens.Verify(ctx, tok, tokens.KindAccess); err != nil || c.LoginID != "l" {
+		t.Fatalf("the Badger gateway's token after the restore: %+v, %v", c, err)
 	}
 }

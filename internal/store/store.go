@@ -30,6 +30,8 @@ type Store struct {
 	// usageBucket is the width of a bot-record usage bucket (usage.go);
 	// tests shorten it.
 	usageBucket time.Duration
+	// shared is set when other processes write kv too (SharedKV).
+	shared bool
 }
 
 // New returns a Store on kv.
@@ -38,7 +40,7 @@ func New(kv KV, o Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket}
+	s := &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket, shared: sharedByProcesses(kv)}
 	if feed, ok := kv.(ChangeFeed); ok {
 		feed.Subscribe(s.remoteChanges)
 	}
@@ -61,7 +63,8 @@ type PutOptions struct {
 	// (AuditEvents and AsyncJobs, record and index keys): a bot record
 	// that would take its project past it fails with a *QuotaError. The
 	// check reads a sum at most a second old plus this process's writes
-	// since (usageCacheTTL says why). Bot records are accounted, in the
+	// since, or on a KV other processes write too (SharedKV) a sum read in
+	// the write's own transaction (usageCacheTTL says why). Bot records are accounted, in the
 	// transaction that writes them, whether or not a quota is given
 	// (usage.go).
 	ProjectQuota int64

@@ -393,5 +393,9 @@ func (k *KV) Close() error {
 	return nil
 }
 
+// SharedByProcesses reports that other gateways may write the same
+// database, so the store's caches must not count on seeing every write.
+func (k *KV) SharedByProcesses() bool { return true }
+
 // Interface guards
-var _ store.KV = (*KV)(nil)
+var _ store.SharedKV = (*KV)(nil)
