@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -100,7 +101,7 @@ func (a *adminAPI) resolve(ctx context.Context) (http.Handler, error) {
 // it logs its 5xx answers to logger (the admin module's).
 func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 	st := a.store.store
-	db := a.store.db
+	db, canBackup := a.store.kv.(backupKV)
 	return adminapi.New(adminapi.Options{
 		Store:  st,
 		Logger: logger,
@@ -115,17 +116,35 @@ func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 			a.logger.Info("signing key rotated", zap.String("kid", key.ID))
 			return key.ID, nil
 		},
-		Backup: func(w io.Writer) error { return db.Backup(w) },
+		Backup: func(w io.Writer) error {
+			if !canBackup {
+				return errors.New("this storage cannot write backups")
+			}
+			return db.Backup(w)
+		},
 		Restore: func(r io.Reader) error {
+			if !canBackup {
+				return errors.New("this storage cannot load backups")
+			}
 			err := db.Restore(r)
-			// Even a failed restore may have replaced some records.
-			st.Invalidate()
+			// Even a failed restore may have replaced some records, here
+			// and under every other replica sharing the store.
+			ictx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if ierr := st.InvalidateEverywhere(ictx); ierr != nil {
+				a.logger.Error("restore: caches of other replicas may be stale until their next change", zap.Error(ierr))
+			}
+			cancel()
 			if err != nil {
 				return err
 			}
 			// A backup from an older release brings its email index back.
 			migrateEmailIndex(st, a.logger)
 			migrateClientSecrets(st, a.logger)
+			// The backup's signing keys (a Badger deployment moving to
+			// PostgreSQL) verify its tokens from now on.
+			if err := a.tokens.Reload(context.Background()); err != nil {
+				return fmt.Errorf("store restored, but loading its signing keys: %w", err)
+			}
 			a.logger.Info("store restored from backup")
 			return nil
 		},

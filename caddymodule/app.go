@@ -8,10 +8,10 @@ package caddymodule
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -29,8 +29,9 @@ func init() {
 	caddy.RegisterModule(App{})
 }
 
-// App is the fhirgate app. It owns the embedded store (one Badger database
-// per storage directory, shared across config reloads), and upserts the
+// App is the fhirgate app. It owns the store (on its storage module: one
+// Badger directory or one PostgreSQL database, shared across config
+// reloads), and upserts the
 // projects, clients, users and bots declared in the config when the config
 // is loaded.
 //
@@ -40,12 +41,19 @@ func init() {
 // writes what changed in one transaction; until then (Caddy starts apps in
 // no fixed order) fhirgate's requests on this config wait for it. Any error
 // refuses the load and leaves the store as it was; on a reload the old
-// config keeps serving. `caddy validate` against the storage directory of a
+// config keeps serving. `caddy validate` against the Badger directory of a
 // running instance meets Badger's directory lock and fails, saying so.
 type App struct {
-	// StorageDir is the directory of the embedded Badger store. It is
-	// created if missing. Default: `fhirgate` under Caddy's data directory
-	// (e.g. `~/.local/share/caddy/fhirgate`).
+	// StorageRaw is the storage the store is kept on, a module in the
+	// `fhirgate.storage` namespace named by `module`: `badger` (the
+	// embedded default, BadgerStorage) or `postgres` (shared by several
+	// replicas, PostgresStorage). Caddyfile: `storage <name> { … }`.
+	// Default: `badger` in `storage_dir`.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=fhirgate.storage inline_key=module"`
+
+	// StorageDir is short for `storage badger { dir <path> }`, and cannot
+	// be combined with `storage`. Default: `fhirgate` under Caddy's data
+	// directory (e.g. `~/.local/share/caddy/fhirgate`).
 	StorageDir string `json:"storage_dir,omitempty"`
 
 	// Issuer identifies this gateway as a token issuer: the `iss` claim of
@@ -212,9 +220,9 @@ type App struct {
 	// records in the store: AuditEvents and async jobs, counted until they
 	// expire. At the quota, async runs answer 429 with Retry-After and
 	// AuditEvents are written to Caddy's log at Warn instead of the store
-	// (counted in `caddy_fhirgate_bot_records_refused_total`). Several
-	// gateways sharing one store may pass it by what they write within a
-	// second. Default: 256 MiB.
+	// (counted in `caddy_fhirgate_bot_records_refused_total`). Replicas
+	// on one PostgreSQL check it against the sum in the store, exactly.
+	// Default: 256 MiB.
 	ProjectBotRecordsMax int64 `json:"project_bot_records_max,omitempty"`
 
 	// BotRecordsDiskReserve is the free space, in bytes, the store's disk
@@ -232,7 +240,7 @@ type App struct {
 	Projects map[string]*ProjectConfig `json:"projects,omitempty"`
 
 	store    *storeHandle
-	dir      string
+	storage  storageModule
 	declared *declared
 	keys     *pendingKeys
 	ready    *loadState
@@ -271,15 +279,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.checkTokenLifetimes(); err != nil {
 		return err
 	}
-	a.dir = a.StorageDir
-	if a.dir == "" {
-		a.dir = filepath.Join(caddy.AppDataDir(), "fhirgate")
+	storage, err := a.loadStorage(ctx)
+	if err != nil {
+		return err
 	}
-	h, err := openStore(a.dir, a.logger)
+	h, err := openStore(ctx, storage, a.logger)
 	if err != nil {
 		return fmt.Errorf("opening store: %w", err)
 	}
-	a.store = h
+	a.store, a.storage = h, storage
 
 	if err := a.provisionCompiler(); err != nil {
 		return err
@@ -294,6 +302,30 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	return a.provisionAuth(ctx)
+}
+
+// loadStorage loads the storage module, `storage_dir`'s Badger or, with
+// neither set, Badger in the default directory.
+func (a *App) loadStorage(ctx caddy.Context) (storageModule, error) {
+	if a.StorageRaw == nil {
+		s := &BadgerStorage{Dir: a.StorageDir}
+		if err := s.Provision(ctx); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if a.StorageDir != "" {
+		return nil, errors.New("storage and storage_dir both set: storage_dir is short for a badger storage's dir; keep one")
+	}
+	mod, err := ctx.LoadModule(a, "StorageRaw")
+	if err != nil {
+		return nil, fmt.Errorf("loading storage module: %w", err)
+	}
+	s, ok := mod.(storageModule)
+	if !ok {
+		return nil, fmt.Errorf("module %T is not a fhirgate storage", mod)
+	}
+	return s, nil
 }
 
 // Values of BotIsolation.
@@ -401,7 +433,9 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	// default covers two weeks, a longer configured lifetime extends it.
 	maxLife := max(tokens.DefaultMaxTokenLifetime, time.Duration(a.RefreshTokenTTL)+time.Hour, time.Duration(a.AccessTokenTTL)+time.Hour)
 	a.keys = &pendingKeys{KeyStore: oauth.KeyStore{Store: st}}
-	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: a.keys, MaxTokenLifetime: maxLife})
+	// KeysChanged: a key created or retired by another replica reaches this
+	// one's keyring (the change feed on PostgreSQL).
+	a.tokens, err = tokens.New(ctx, tokens.Options{Issuer: issuer, Keys: a.keys, MaxTokenLifetime: maxLife, KeysChanged: a.keys.Changes})
 	if err != nil {
 		return fmt.Errorf("loading signing keys: %w", err)
 	}
@@ -514,7 +548,7 @@ func (a *App) Cleanup() error {
 		return nil
 	}
 	a.store = nil
-	return releaseStore(a.dir)
+	return releaseStore(a.storage)
 }
 
 // Store returns the app's store.

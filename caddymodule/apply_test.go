@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 const (
@@ -223,7 +224,7 @@ func (t *faultTxn) Set(key, value []byte, ttl time.Duration) error {
 // declared records' write fails, the store keeps the old records exactly;
 // then the write goes through whole.
 func TestWriteDeclaredFailingMidwayLeavesTheOldRecords(t *testing.T) {
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestAwaitDeclared(t *testing.T) {
 // compiles nothing: about 490 fit one transaction; with code, each bot
 // also writes two Binaries and about 200 fit.)
 func TestTooManyDeclaredRecordsSaySo(t *testing.T) {
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestApplyClientKeySet(t *testing.T) {
 func applyProjects(t *testing.T, projects map[string]*ProjectConfig, wantErr string) (*store.Store, bool) {
 	t.Helper()
 	ctx := context.Background()
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

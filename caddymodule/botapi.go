@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
@@ -24,8 +25,8 @@ type botAPI struct {
 // lets runs go on. So it holds its own use of the store, let go by a
 // watcher once the runs have ended (at once when Caddy exits: the grace
 // must start when the exit does, not at Cleanup).
-func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
-	if _, err := openStore(app.dir, logger); err != nil {
+func newBotAPI(ctx caddy.Context, app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
+	if _, err := openStore(ctx, app.storage, logger); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
 	api, err := botapi.New(botapi.Options{
@@ -46,21 +47,21 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
 		OnRecordRefused:    observeRecordRefused,
 	})
 	if err != nil {
-		_ = releaseStore(app.dir)
+		_ = releaseStore(app.storage)
 		return nil, err
 	}
 	b := &botAPI{API: api, released: make(chan struct{})}
-	go func(dir string) {
+	go func(storage storageModule) {
 		defer close(b.released)
 		select {
 		case <-processExiting():
 			api.Shutdown()
 		case <-api.Done():
 		}
-		if err := releaseStore(dir); err != nil {
+		if err := releaseStore(storage); err != nil {
 			logger.Error("releasing the store after the bot runs ended", zap.Error(err))
 		}
-	}(app.dir)
+	}(app.storage)
 	return b, nil
 }
 

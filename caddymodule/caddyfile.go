@@ -29,6 +29,14 @@ func init() {
 // `fhirgate` blocks are merged. Syntax:
 //
 //	fhirgate {
+//		storage badger {
+//			dir <path>
+//		}
+//		storage postgres {
+//			dsn       <dsn>
+//			max_conns <n>
+//			timeout   <duration>
+//		}
 //		storage_dir        <path>
 //		issuer             <url>
 //		access_token_ttl   <duration>
@@ -107,9 +115,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		switch d.Val() {
+		case "storage":
+			if err := a.parseStorage(d); err != nil {
+				return err
+			}
 		case "storage_dir":
 			if a.StorageDir != "" {
 				return d.Err("storage_dir already specified")
+			}
+			if a.StorageRaw != nil {
+				return d.Err("storage and storage_dir both set: storage_dir is short for `storage badger { dir … }`; keep one")
 			}
 			if !d.AllArgs(&a.StorageDir) {
 				return d.ArgErr()

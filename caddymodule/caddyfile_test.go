@@ -33,6 +33,15 @@ func TestGlobalOptionErrorsNameTheLine(t *testing.T) {
 		{"bad audit_event_trigger", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger sometimes\n\t\t}\n\t}\n}", "invalid audit_event_trigger 'sometimes': want one of always, never, on-error, on-output, at Testfile:4"},
 		{"bad bot_isolation", "fhirgate {\n\tbot_isolation thread\n}", "invalid bot_isolation 'thread': want process or inprocess, at Testfile:2"},
 		{"bot_isolation without value", "fhirgate {\n\tbot_isolation\n}", "wrong argument count"},
+		{"storage without a name", "fhirgate {\n\tstorage\n}", "wrong argument count"},
+		{"unknown storage", "fhirgate {\n\tstorage redis\n}", "unknown storage 'redis': want badger or postgres, at Testfile:2"},
+		{"duplicate storage", "fhirgate {\n\tstorage badger\n\tstorage badger\n}", "storage already specified, at Testfile:3"},
+		{"storage_dir after storage", "fhirgate {\n\tstorage badger\n\tstorage_dir /x\n}", "storage and storage_dir both set"},
+		{"postgres without dsn", "fhirgate {\n\tstorage postgres {\n\t\tmax_conns 4\n\t}\n}", "storage postgres needs a dsn"},
+		{"postgres dsn twice", "fhirgate {\n\tstorage postgres {\n\t\tdsn a\n\t\tdsn b\n\t}\n}", "dsn already specified, at Testfile:4"},
+		{"postgres bad timeout", "fhirgate {\n\tstorage postgres {\n\t\tdsn a\n\t\ttimeout -1s\n\t}\n}", "invalid timeout '-1s': must be positive, at Testfile:4"},
+		{"unknown postgres option", "fhirgate {\n\tstorage postgres {\n\t\tpassword x\n\t}\n}", "unrecognized storage postgres option 'password', at Testfile:3"},
+		{"unknown badger option", "fhirgate {\n\tstorage badger {\n\t\tpath /x\n\t}\n}", "unrecognized storage badger option 'path', at Testfile:3"},
 		{"audit_event_trigger without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger\n\t\t}\n\t}\n}", "wrong argument count"},
 	}
 	for _, tt := range tests {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 // TestOpeningAStoreMigratesTheEmailIndex: a store written by a release that
@@ -20,7 +22,7 @@ func TestOpeningAStoreMigratesTheEmailIndex(t *testing.T) {
 	dir := t.TempDir()
 	const kelvin = "\u212Aate@a.test"
 
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
+	db, err := badgerkv.Open(badgerkv.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +45,15 @@ func TestOpeningAStoreMigratesTheEmailIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, err := openStore(dir, zap.NewNop())
+	storage := &BadgerStorage{Dir: dir}
+	if err := storage.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := openStore(ctx, storage, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = releaseStore(dir) })
+	t.Cleanup(func() { _ = releaseStore(storage) })
 	if err := h.recoverJobs(ctx, zap.NewNop()); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,15 +12,15 @@ import (
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// stores holds one open Badger database per storage directory. Caddy
-// provisions a new config before it stops the old one, and Badger locks its
-// directory, so a reload must reuse the open handle instead of opening the
-// directory a second time.
+// stores holds one open storage per storage key (storageModule): Caddy
+// provisions a new config before it stops the old one, Badger locks its
+// directory, and a PostgreSQL pool is worth keeping, so a reload reuses the
+// open handle instead of opening the storage a second time.
 var stores = caddy.NewUsagePool()
 
-// storeHandle is the pooled value: the open database and the store on it.
+// storeHandle is the pooled value: the open storage and the store on it.
 type storeHandle struct {
-	db    *store.Badger
+	kv    store.KV
 	store *store.Store
 
 	recovery    sync.Once
@@ -47,37 +46,23 @@ func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error
 	return h.recoveryErr
 }
 
-// Destruct closes the database when the last config using it is cleaned up.
+// Destruct closes the storage when the last config using it is cleaned up.
 func (h *storeHandle) Destruct() error {
-	return h.db.Close()
+	return h.kv.Close()
 }
 
-// storeKey normalises a directory so that "./data" and "/srv/data" name the
-// same pool entry.
-func storeKey(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("resolving storage directory %q: %w", dir, err)
-	}
-	return filepath.Clean(abs), nil
-}
-
-// openStore returns the pooled store for dir, opening it on first use.
-func openStore(dir string, logger *zap.Logger) (*storeHandle, error) {
-	key, err := storeKey(dir)
-	if err != nil {
-		return nil, err
-	}
-	val, _, err := stores.LoadOrNew(key, func() (caddy.Destructor, error) {
-		db, err := store.OpenBadger(store.BadgerOptions{Dir: key, Logger: badgerLogger{logger.Sugar()}})
+// openStore returns the pooled store on storage, opening it on first use.
+func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (*storeHandle, error) {
+	val, _, err := stores.LoadOrNew(storage.storageKey(), func() (caddy.Destructor, error) {
+		kv, err := storage.openKV(ctx, logger)
 		if err != nil {
 			return nil, err
 		}
-		// Opening the directory (not a reload, which reuses the handle)
+		// Opening the storage (not a reload, which reuses the handle)
 		// means the process that ran any unfinished async job is gone:
 		// recoverJobs marks them failed when a config starts, and migrates
 		// the email index.
-		return &storeHandle{db: db, store: store.New(db, store.Options{})}, nil
+		return &storeHandle{kv: kv, store: store.New(kv, store.Options{})}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -111,22 +96,8 @@ func migrateClientSecrets(st *store.Store, logger *zap.Logger) {
 	}
 }
 
-// releaseStore drops this config's use of the store for dir.
-func releaseStore(dir string) error {
-	key, err := storeKey(dir)
-	if err != nil {
-		return err
-	}
-	_, err = stores.Delete(key)
+// releaseStore drops one use of the store on storage.
+func releaseStore(storage storageModule) error {
+	_, err := stores.Delete(storage.storageKey())
 	return err
 }
-
-// badgerLogger sends Badger's log through zap. Badger narrates table
-// loading and compaction at Info; that is detail to an operator, so it goes
-// to Debug.
-type badgerLogger struct{ s *zap.SugaredLogger }
-
-func (l badgerLogger) Errorf(f string, a ...any)   { l.s.Errorf(f, a...) }
-func (l badgerLogger) Warningf(f string, a ...any) { l.s.Warnf(f, a...) }
-func (l badgerLogger) Infof(f string, a ...any)    { l.s.Debugf(f, a...) }
-func (l badgerLogger) Debugf(f string, a ...any)   { l.s.Debugf(f, a...) }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
@@ -425,7 +425,7 @@ func TestSeedStoreIsReadableThroughIndexes(t *testing.T) {
 	if err := seedStore(ctx, dir, 300, 20); err != nil {
 		t.Fatal(err)
 	}
-	st := storetest.Open(t, storetest.Badger(func(o *store.BadgerOptions) { o.Dir = dir }))
+	st := storetest.Open(t, storetest.Badger(func(o *badgerkv.Options) { o.Dir = dir }))
 	for _, i := range []int{0, 150, 299} {
 		u, err := st.UserByEmail(ctx, userEmail(i))
 		if err != nil {

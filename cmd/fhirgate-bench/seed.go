@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 // Seeded records, written straight into a store directory before Caddy
@@ -27,7 +28,7 @@ const (
 // store package, so every record carries exactly the indexes Caddy's
 // fhirgate app will read.
 func seedStore(ctx context.Context, dir string, users, bots int) error {
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
+	db, err := badgerkv.Open(badgerkv.Options{Dir: dir})
 	if err != nil {
 		return fmt.Errorf("opening seed store: %w", err)
 	}

@@ -122,8 +122,11 @@ func parseETag(v string) string {
 // The admin API is the operator's: an unexpected error is shown in full.
 func (h *Handler) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	status, text, field := fhirstore.ErrorStatus(err)
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		text = "store error: " + err.Error()
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", fhirstore.UnwritableRetryAfter)
 	}
 	var expr []string
 	if field != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
@@ -20,7 +21,7 @@ type testAPI struct {
 	t       *testing.T
 	h       *Handler
 	st      *store.Store
-	db      *store.Badger
+	db      *badgerkv.KV
 	deploys []string
 }
 

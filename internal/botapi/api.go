@@ -27,7 +27,7 @@ const (
 	DefaultProjectRecordsMax = 256 << 20
 	// DefaultRecordsDiskReserve is the free disk space below which bot
 	// records are refused: far more than the store keeps for itself
-	// (store.OpenBadger's 16 MiB reserve, which is all sign-ins need), so
+	// (badgerkv.Open's 16 MiB reserve, which is all sign-ins need), so
 	// a filling disk refuses bot records long before sign-ins.
 	DefaultRecordsDiskReserve = 256 << 20
 	// auditTailBytes is how much console output an AuditEvent keeps (the

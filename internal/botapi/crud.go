@@ -248,8 +248,11 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // errors are logged, not shown.
 func (a *API) writeStoreError(w http.ResponseWriter, err error) {
 	status, text, field := fhirstore.ErrorStatus(err)
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		a.o.Logger.Error("bot store operation", zap.Error(err))
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", fhirstore.UnwritableRetryAfter)
 	}
 	fhir.WriteOutcome(w, status, text, exprs(field)...)
 }

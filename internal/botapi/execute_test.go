@@ -14,6 +14,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 // recordingRunner runs bots with a real Runner and keeps the Requests it saw.
@@ -49,7 +50,7 @@ func deployBot(t *testing.T, st *store.Store, compiler deploy.Compiler, project,
 // completes (the call borrows its caller's slot instead of waiting behind it until the queue
 // timeout), and every run carries its caller's project and user.
 func TestBotToBotCallRunsOnItsCallersSlot(t *testing.T) {
-	db, err := store.OpenBadger(store.BadgerOptions{Dir: t.TempDir()})
+	db, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

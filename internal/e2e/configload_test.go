@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 // The config-load suite: a load is all or nothing. A reload refused for a
@@ -200,7 +201,7 @@ func TestConfigValidateWritesNothing(t *testing.T) {
 		return string(out), err
 	}
 	countKeys := func() int {
-		kv, err := store.OpenBadger(store.BadgerOptions{Dir: cfg.Storage})
+		kv, err := badgerkv.Open(badgerkv.Options{Dir: cfg.Storage})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,11 +25,16 @@ func ErrorStatus(err error) (status int, text, field string) {
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, err.Error(), ""
 	case errors.Is(err, store.ErrUnwritable):
-		return http.StatusServiceUnavailable, "the store cannot take writes right now (disk full or read-only); reads still work", ""
+		return http.StatusServiceUnavailable, "the store cannot take writes right now (its disk is full or read-only, or its database unreachable); try again later", ""
 	default:
 		return http.StatusInternalServerError, "store error", ""
 	}
 }
+
+// UnwritableRetryAfter is the Retry-After, in seconds, of a 503 for a store
+// that cannot take writes: a PostgreSQL restart or failover takes seconds,
+// and a client retrying sooner only adds load.
+const UnwritableRetryAfter = "5"
 
 // WriteResource answers a stored resource as FHIR JSON, with its version as a weak ETag.
 func WriteResource(w http.ResponseWriter, status int, res store.Resource) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/tokens"
 )
@@ -32,8 +33,9 @@ type Identity struct {
 	Admin        bool
 }
 
-// AuthError is a refused bearer token: always 401, with the RFC 6750
-// challenge to send.
+// AuthError is a refused bearer token: 401, with the RFC 6750 challenge
+// to send, or 503 when the token could not be checked because the store
+// cannot be reached.
 type AuthError struct {
 	// Code is "" when no token was sent (RFC 6750 §3.1: no error code then),
 	// else "invalid_token" or "invalid_request".
@@ -41,6 +43,10 @@ type AuthError struct {
 	Description string
 	// Reason is a fixed label for metrics.
 	Reason string
+	// Unavailable marks a token that could not be checked because the
+	// store is down: 503 with Retry-After, so that the client keeps its
+	// token and tries again.
+	Unavailable bool
 }
 
 func (e *AuthError) Error() string { return e.Description }
@@ -51,8 +57,10 @@ func authErr(reason, description string) *AuthError {
 
 // Authenticate validates the request's bearer token and returns whom it
 // speaks for. The signature check is cached by the tokens package; the
-// Login and membership are read on every request, so a revocation or a
-// deactivated membership takes effect immediately.
+// Login and membership come from the session cache only while neither has
+// been written since (here or, through the change feed, on another
+// replica), so a revocation or a deactivated membership takes effect on
+// the next request.
 func (s *Server) Authenticate(ctx context.Context, r *http.Request) (*Identity, *AuthError) {
 	raw, e := bearerToken(r)
 	if e != nil {
@@ -80,22 +88,30 @@ func (s *Server) Authenticate(ctx context.Context, r *http.Request) (*Identity, 
 // session returns the token's Login and membership if they still stand,
 // from the session cache when it has them.
 func (s *Server) session(ctx context.Context, c *tokens.Claims) (*store.Login, *store.ProjectMembership, *AuthError) {
-	login, m, ok := s.sessions.get(c.LoginID)
+	login, m, ok := s.sessions.get(s.o.Store, c.LoginID)
 	if ok {
 		if e := checkLogin(login, c); e != nil {
 			return nil, nil, e
 		}
 		return login, m, nil
 	}
+	// The counters are read before the records, so a write racing the
+	// reads leaves the entry stale rather than wrong.
+	stamp := s.o.Store.RecordChanges("Login", c.LoginID)
 	login, e := s.liveLogin(ctx, c)
 	if e != nil {
 		return nil, nil, e
 	}
-	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, refID(login.Membership.Reference))
+	membershipID := refID(login.Membership.Reference)
+	stamp += s.o.Store.RecordChanges("ProjectMembership", membershipID)
+	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, membershipID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, storeAuthErr(err)
+	}
 	if err != nil || !m.IsActive() {
 		return nil, nil, authErr("membership", "the access token's membership is no longer active")
 	}
-	s.sessions.put(login, m)
+	s.sessions.put(login, m, stamp)
 	return login, m, nil
 }
 
@@ -108,7 +124,7 @@ func (s *Server) liveLogin(ctx context.Context, c *tokens.Claims) (*store.Login,
 	case errors.Is(err, store.ErrNotFound):
 		return nil, authErr("login_gone", "the access token's sign-in has ended")
 	case err != nil:
-		return nil, authErr("store", "the access token could not be checked")
+		return nil, storeAuthErr(err)
 	}
 	if e := checkLogin(login, c); e != nil {
 		return nil, e
@@ -176,9 +192,25 @@ func describeReason(r tokens.Reason) string {
 	}
 }
 
+// storeAuthErr is a token that could not be checked for a store error.
+func storeAuthErr(err error) *AuthError {
+	e := authErr("store", "the access token could not be checked")
+	if errors.Is(err, store.ErrUnwritable) {
+		e.Reason, e.Unavailable = "store_unavailable", true
+		e.Description = "the access token could not be checked: the store cannot be reached right now"
+	}
+	return e
+}
+
 // WriteAuthError answers a refused bearer token: 401 with the RFC 6750
-// challenge and an OperationOutcome body.
+// challenge and an OperationOutcome body, or 503 with Retry-After for a
+// token that could not be checked.
 func WriteAuthError(w http.ResponseWriter, e *AuthError) {
+	if e.Unavailable {
+		w.Header().Set("Retry-After", fhirstore.UnwritableRetryAfter)
+		fhir.WriteOutcome(w, http.StatusServiceUnavailable, e.Description)
+		return
+	}
 	challenge := `Bearer realm="fhirgate"`
 	if e.Code != "" {
 		challenge += `, error="` + e.Code + `", error_description="` + strings.ReplaceAll(e.Description, `"`, "'") + `"`

@@ -37,6 +37,10 @@ func (k KeyStore) Load(ctx context.Context) ([]tokens.Key, error) {
 	return keys, nil
 }
 
+// Changes moves whenever a key record is written, on this replica or (on
+// PostgreSQL, through the change feed) another: tokens.Options.KeysChanged.
+func (k KeyStore) Changes() uint64 { return k.Store.Changes("JsonWebKey") }
+
 // KeyRecord is the JsonWebKey record that stores key.
 func KeyRecord(key tokens.Key) (*store.JSONWebKey, error) {
 	fields, err := key.MarshalJWK()

@@ -51,8 +51,9 @@ type Options struct {
 	RefreshTokenTTL time.Duration
 
 	// SessionCacheTTL is how long Authenticate reuses a sign-in's Login and
-	// membership before reading them again; revocations through this server
-	// take effect at once regardless. Zero means DefaultSessionCacheTTL;
+	// membership before reading them again; a write of either through the
+	// store (on this replica, or on another one sharing PostgreSQL) takes
+	// effect at once regardless. Zero means DefaultSessionCacheTTL;
 	// negative disables the cache.
 	SessionCacheTTL time.Duration
 

@@ -18,10 +18,12 @@ const (
 // then costs a map lookup instead of two store reads and JSON decodes each
 // (about a fifth of the gateway's CPU per proxied request without it).
 //
-// Revocation through this server (/oauth2/revoke, a replayed refresh
-// token) removes the entry, so it still acts on the very next request. A
-// change made elsewhere — a membership deactivated or a Login deleted
-// through the admin API, another replica revoking — is seen within the TTL.
+// An entry is used only while neither record has been written since it was
+// read (store.RecordChanges, which counts this process's writes and, on
+// PostgreSQL, other replicas' through the change feed): a revocation, a
+// replayed refresh token or a membership deactivated through the admin API,
+// here or on another replica, acts on the next request. The TTL bounds what
+// the counters cannot see (a store written by something else than fhirgate).
 type sessionCache struct {
 	ttl time.Duration
 	now func() time.Time
@@ -33,7 +35,13 @@ type sessionCache struct {
 type sessionEntry struct {
 	login      *store.Login
 	membership *store.ProjectMembership
+	stamp      uint64 // sessionStamp before the records were read
 	expires    time.Time
+}
+
+// sessionStamp moves whenever the Login or the membership is written.
+func sessionStamp(st *store.Store, loginID, membershipID string) uint64 {
+	return st.RecordChanges("Login", loginID) + st.RecordChanges("ProjectMembership", membershipID)
 }
 
 // newSessionCache returns a cache, or nil (no caching) for ttl < 0.
@@ -47,20 +55,23 @@ func newSessionCache(ttl time.Duration, now func() time.Time) *sessionCache {
 	return &sessionCache{ttl: ttl, now: now, m: make(map[string]sessionEntry)}
 }
 
-func (c *sessionCache) get(loginID string) (*store.Login, *store.ProjectMembership, bool) {
+// get returns the cached records of a sign-in while they are current.
+func (c *sessionCache) get(st *store.Store, loginID string) (*store.Login, *store.ProjectMembership, bool) {
 	if c == nil {
 		return nil, nil, false
 	}
 	c.mu.RLock()
 	e, ok := c.m[loginID]
 	c.mu.RUnlock()
-	if !ok || !c.now().Before(e.expires) {
+	if !ok || !c.now().Before(e.expires) || e.stamp != sessionStamp(st, loginID, e.membership.ID) {
 		return nil, nil, false
 	}
 	return e.login, e.membership, true
 }
 
-func (c *sessionCache) put(l *store.Login, m *store.ProjectMembership) {
+// put caches a sign-in's records; stamp is sessionStamp taken before each
+// was read, so a write landing in between makes the entry stale at once.
+func (c *sessionCache) put(l *store.Login, m *store.ProjectMembership, stamp uint64) {
 	if c == nil {
 		return
 	}
@@ -80,7 +91,7 @@ func (c *sessionCache) put(l *store.Login, m *store.ProjectMembership) {
 			delete(c.m, k)
 		}
 	}
-	c.m[l.ID] = sessionEntry{login: l, membership: m, expires: c.now().Add(c.ttl)}
+	c.m[l.ID] = sessionEntry{login: l, membership: m, stamp: stamp, expires: c.now().Add(c.ttl)}
 }
 
 // forget drops a sign-in, at once.

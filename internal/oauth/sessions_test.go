@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -42,8 +43,9 @@ func TestSessionCacheBoundsStalenessAndRevocationIsImmediate(t *testing.T) {
 		t.Fatal(aerr)
 	}
 
-	// Deactivating the membership elsewhere (the admin API) is seen once
-	// the cached entry is older than the TTL, not before.
+	// Deactivating the membership through the store (the admin API, here
+	// or on another replica through the change feed) shows on the next
+	// request, although the entry is within its TTL.
 	ctx := context.Background()
 	m, err := store.Get[store.ProjectMembership](ctx, e.st, id.MembershipID)
 	if err != nil {
@@ -52,6 +54,30 @@ func TestSessionCacheBoundsStalenessAndRevocationIsImmediate(t *testing.T) {
 	inactive := false
 	m.Active = &inactive
 	if _, err := e.st.Put(ctx, m, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, aerr := e.authenticate(access); aerr == nil || aerr.Reason != "membership" {
+		t.Fatalf("right after the deactivation: %v", aerr)
+	}
+	m.Active = nil
+	if _, err := e.st.Put(ctx, m, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, aerr := e.authenticate(access); aerr != nil {
+		t.Fatalf("reactivated: %v", aerr)
+	}
+
+	// A change the counters cannot see (written to the KV under the
+	// Store) shows once the cached entry is older than the TTL, not before.
+	m.Active = &inactive
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.st.KV().Update(ctx, func(tx store.Txn) error {
+		return tx.Set([]byte("r/ProjectMembership/"+m.ID), raw, 0)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, aerr := e.authenticate(access); aerr != nil {

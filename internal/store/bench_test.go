@@ -146,7 +146,7 @@ func BenchmarkConcurrentCreates(b *testing.B) {
 	}
 }
 
-func mustOpenKV(b *testing.B) *Badger {
+func mustOpenKV(b *testing.B) KV {
 	kv, _ := openTestKV(b)
 	return kv
 }

@@ -74,3 +74,51 @@ func TestChangesFollowWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordChangesFollowOneRecord: a record's counter moves when it is
+// written, deleted or the store invalidated, not when another record of
+// its type (on another counter) is written; remote topics count the same
+// way, and a topic naming only the type moves every record's counter.
+func TestRecordChangesFollowOneRecord(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t)
+	p := seedProject(t, s, "p")
+	a, b := seedBot(t, s, p, "a"), seedBot(t, s, p, "b")
+	if s.changes.bucket("Bot", a.ID) == s.changes.bucket("Bot", b.ID) {
+		b = seedBot(t, s, p, "c") // one chance in 4096: take another
+	}
+	ra, rb := s.RecordChanges("Bot", a.ID), s.RecordChanges("Bot", b.ID)
+	a.Name = "renamed"
+	if _, err := s.Put(ctx, a, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s.RecordChanges("Bot", a.ID) == ra {
+		t.Error("a Put did not move its record's counter")
+	}
+	if s.RecordChanges("Bot", b.ID) != rb {
+		t.Error("a Put moved another record's counter")
+	}
+
+	ra = s.RecordChanges("Bot", a.ID)
+	s.remoteChanges([]string{"Bot/" + b.ID})
+	if s.RecordChanges("Bot", b.ID) == rb || s.RecordChanges("Bot", a.ID) != ra {
+		t.Error("a remote record topic did not move exactly its record's counter")
+	}
+	rb = s.RecordChanges("Bot", b.ID)
+	s.remoteChanges([]string{"Bot"})
+	if s.RecordChanges("Bot", a.ID) == ra || s.RecordChanges("Bot", b.ID) == rb {
+		t.Error("a remote type topic did not move every record's counter")
+	}
+	login := s.RecordChanges("Login", "x")
+	s.remoteChanges(nil)
+	if s.RecordChanges("Login", "x") == login {
+		t.Error("a remote 'everything changed' did not move a record's counter")
+	}
+	ra = s.RecordChanges("Bot", a.ID)
+	if err := s.Delete(ctx, "Bot", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s.RecordChanges("Bot", a.ID) == ra {
+		t.Error("a Delete did not move its record's counter")
+	}
+}

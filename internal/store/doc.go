@@ -7,7 +7,7 @@
 // # Key-value layer
 //
 // [KV] and [Txn] are a deliberately narrow transactional interface: point
-// get/set/delete with optional TTL and ordered prefix scans. [Badger] is the
+// get/set/delete with optional TTL and ordered prefix scans. Package badgerkv is the
 // embedded implementation; package pgkv implements it on PostgreSQL so
 // several gateways can share state, and package kvtest is the conformance
 // suite both pass. Nothing above [KV] may assume Badger, or that this
@@ -28,7 +28,7 @@
 //
 // # Usage
 //
-//	kv, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
+//	kv, err := badgerkv.Open(badgerkv.Options{Dir: dir}) // or pgkv.Open
 //	if err != nil { ... }
 //	defer kv.Close()
 //	s := store.New(kv, store.Options{})

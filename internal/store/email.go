@@ -128,6 +128,9 @@ func (s *Store) MigrateEmailIndex(ctx context.Context) (int, error) {
 				}
 				changed = true
 			}
+			if changed {
+				announce(tx, "User", u.ID, false)
+			}
 			return nil
 		})
 		switch {
@@ -140,7 +143,7 @@ func (s *Store) MigrateEmailIndex(ctx context.Context) (int, error) {
 		}
 	}
 	if moved > 0 {
-		s.changes.note("User")
+		s.changes.noteType("User")
 	}
 	if len(conflicts) > 0 {
 		return moved, fmt.Errorf("migrating the email index: %w", errors.Join(conflicts...))

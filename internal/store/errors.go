@@ -11,9 +11,10 @@ var ErrConflict = errors.New("conflict")
 // ErrUnknownType is returned for a resource type the store does not keep.
 var ErrUnknownType = errors.New("unknown resource type")
 
-// ErrLocked is wrapped by [OpenBadger] when another process (or another open
-// handle in this process) holds the storage directory.
-var ErrLocked = errors.New("storage directory locked")
+// ErrUnwritable means the storage cannot take writes right now: Badger's
+// filesystem is (nearly) full or read-only (reads keep working), or the
+// PostgreSQL server cannot be reached (package pgkv).
+var ErrUnwritable = errors.New("storage cannot take writes")
 
 // ValidationError reports an invalid resource field. Field is a JSON path
 // such as "identityProvider.userInfoUrl" or "identifier[1].value".

@@ -84,7 +84,7 @@ func (s *Store) commitBatch(batch []*groupedWrite) {
 		}
 		err := s.applyWrites(context.Background(), writes, false)
 		for _, op := range live {
-			s.changes.note(op.w.typ) // before any caller returns
+			s.changes.note(op.w.typ, op.w.r.Base().ID) // before any caller returns
 		}
 		if err == nil {
 			for _, op := range live {
@@ -95,7 +95,7 @@ func (s *Store) commitBatch(batch []*groupedWrite) {
 	}
 	for _, op := range live {
 		err := s.applyWrites(op.ctx, []*pendingWrite{op.w}, false)
-		s.changes.note(op.w.typ)
+		s.changes.note(op.w.typ, op.w.r.Base().ID)
 		if err != nil {
 			err = fmt.Errorf("writing %s/%s: %w", op.w.typ, op.w.r.Base().ID, err)
 		}

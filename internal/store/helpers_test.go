@@ -7,11 +7,23 @@ import (
 	"testing"
 )
 
-// openTestKV opens a real Badger in a fresh temporary directory.
-func openTestKV(t testing.TB) (*Badger, string) {
+// OpenTestBadger opens the Badger KV (package badgerkv) in dir; the
+// caller closes it. badgerkv imports this package, so the tests here reach
+// it through this hook, which postgres_test.go's TestMain sets.
+var OpenTestBadger func(dir string) (KV, error)
+
+// openTestKV opens a real Badger in a fresh temporary directory, closed
+// when t ends.
+func openTestKV(t testing.TB) (KV, string) {
 	t.Helper()
 	dir := t.TempDir()
-	kv, err := OpenBadger(BadgerOptions{Dir: dir})
+	return openTestKVIn(t, dir), dir
+}
+
+// openTestKVIn opens a real Badger in dir, closed when t ends.
+func openTestKVIn(t testing.TB, dir string) KV {
+	t.Helper()
+	kv, err := OpenTestBadger(dir)
 	if err != nil {
 		t.Fatalf("opening badger: %v", err)
 	}
@@ -20,7 +32,7 @@ func openTestKV(t testing.TB) (*Badger, string) {
 			t.Errorf("closing badger: %v", err)
 		}
 	})
-	return kv, dir
+	return kv
 }
 
 // OpenTestStoreKV, when set, opens the KV under the stores newTestStore

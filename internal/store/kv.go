@@ -47,3 +47,12 @@ type Txn interface {
 	// transaction are visible.
 	Scan(prefix []byte, reverse bool, fn func(key, value []byte) error) error
 }
+
+// Prefetcher is implemented by a [Txn] whose reads each cost a round trip
+// to a server (PostgreSQL). Prefetch reads many keys at once; Gets of them
+// later in the same transaction are answered from what it read, or from
+// the transaction's own writes since. The resource layer calls it before
+// applying a batch of writes, whose checks read a few keys per record.
+type Prefetcher interface {
+	Prefetch(keys [][]byte) error
+}

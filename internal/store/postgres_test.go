@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 )
@@ -16,6 +17,9 @@ import (
 const storeTestKVEnv = "FHIRGATE_STORE_TEST_KV"
 
 func TestMain(m *testing.M) {
+	store.OpenTestBadger = func(dir string) (store.KV, error) {
+		return badgerkv.Open(badgerkv.Options{Dir: dir})
+	}
 	switch kv := os.Getenv(storeTestKVEnv); kv {
 	case "", "badger":
 	case "postgres":

@@ -24,11 +24,13 @@ type Write struct {
 // may not claim the same unique value). On error nothing is written and the
 // resources are left as they were.
 //
-// A batch must fit one transaction: Badger commits at most 15% of its
-// memtable (2 MiB, so about 314 KB of keys and small values, or some
-// thousands of keys) at once; values of 512 bytes and more count only as a
-// pointer. A larger batch fails with an error wrapping ErrTxnTooBig, and
-// nothing is written.
+// On Badger a batch must fit one transaction: Badger commits at most 15%
+// of its memtable (2 MiB, so about 314 KB of keys and small values, or
+// some thousands of keys) at once; values of 512 bytes and more count only
+// as a pointer. A larger batch fails with an error wrapping ErrTxnTooBig,
+// and nothing is written. PostgreSQL has no such bound: the batch's checks
+// read their keys in one statement and its writes go out in multi-row
+// statements (package pgkv), all in one transaction.
 func (s *Store) PutAll(ctx context.Context, ws []Write) error {
 	return s.putAll(ctx, ws, false)
 }
@@ -74,6 +76,9 @@ func (s *Store) putAll(ctx context.Context, ws []Write, dryRun bool) error {
 	if dryRun {
 		err = s.kv.Update(ctx, func(tx Txn) error {
 			u := s.newUsage(tx)
+			if err := prefetch(tx, writes); err != nil {
+				return err
+			}
 			for _, w := range writes {
 				if err := w.apply(tx, u); err != nil {
 					return fmt.Errorf("%s/%s: %w", w.typ, w.r.Base().ID, err)
@@ -95,7 +100,7 @@ func (s *Store) putAll(ctx context.Context, ws []Write, dryRun bool) error {
 		return fmt.Errorf("checking %d resources: %w", len(ws), err)
 	}
 	for _, w := range writes {
-		s.changes.note(w.typ)
+		s.changes.note(w.typ, w.r.Base().ID)
 	}
 	if err != nil {
 		restore(len(ws))

@@ -25,11 +25,13 @@ type Store struct {
 	kv      KV
 	now     func() time.Time
 	group   groupCommit
-	changes changeCounters
+	changes *changeCounters
 	usage   usageCache
 	// usageBucket is the width of a bot-record usage bucket (usage.go);
 	// tests shorten it.
 	usageBucket time.Duration
+	// shared is set when other processes write kv too (SharedKV).
+	shared bool
 }
 
 // New returns a Store on kv.
@@ -38,7 +40,11 @@ func New(kv KV, o Options) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket}
+	s := &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket, shared: sharedByProcesses(kv)}
+	if feed, ok := kv.(ChangeFeed); ok {
+		feed.Subscribe(s.remoteChanges)
+	}
+	return s
 }
 
 // KV returns the underlying key-value store.
@@ -57,7 +63,8 @@ type PutOptions struct {
 	// (AuditEvents and AsyncJobs, record and index keys): a bot record
 	// that would take its project past it fails with a *QuotaError. The
 	// check reads a sum at most a second old plus this process's writes
-	// since (usageCacheTTL says why). Bot records are accounted, in the
+	// since, or on a KV other processes write too (SharedKV) a sum read in
+	// the write's own transaction (usageCacheTTL says why). Bot records are accounted, in the
 	// transaction that writes them, whether or not a quota is given
 	// (usage.go).
 	ProjectQuota int64
@@ -129,7 +136,7 @@ func (s *Store) write(ctx context.Context, r storable, o PutOptions, replace boo
 		return false, err
 	}
 	err = s.applyWrites(ctx, []*pendingWrite{w}, false)
-	s.changes.note(w.typ)
+	s.changes.note(w.typ, r.Base().ID)
 	if err != nil {
 		return false, fmt.Errorf("writing %s/%s: %w", w.typ, r.Base().ID, err)
 	}
@@ -167,7 +174,7 @@ func (s *Store) CreateAll(ctx context.Context, rs []Resource, o PutOptions) erro
 	}
 	err := s.applyWrites(ctx, writes, true)
 	for _, w := range writes {
-		s.changes.note(w.typ)
+		s.changes.note(w.typ, w.r.Base().ID)
 	}
 	if err != nil {
 		restore()
@@ -185,6 +192,9 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 	var u *usage
 	err := s.kv.Update(ctx, func(tx Txn) error {
 		u = s.newUsage(tx)
+		if err := prefetch(tx, writes); err != nil {
+			return err
+		}
 		for _, w := range writes {
 			if err := w.apply(tx, u); err != nil {
 				if named {
@@ -199,6 +209,31 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 		u.committed()
 	}
 	return err
+}
+
+// prefetch reads, in one go, the keys that applying several writes checks
+// (the records replaced, the referenced records, the unique index entries),
+// when tx can: on PostgreSQL each would otherwise be a round trip.
+func prefetch(tx Txn, writes []*pendingWrite) error {
+	p, ok := tx.(Prefetcher)
+	if !ok || len(writes) < 2 {
+		return nil
+	}
+	var keys [][]byte
+	for _, w := range writes {
+		if w.replace {
+			keys = append(keys, recordKey(w.typ, w.r.Base().ID))
+		}
+		for _, ref := range w.refs {
+			keys = append(keys, recordKey(ref.resourceType, ref.id))
+		}
+		for _, e := range w.newIdx {
+			if e.unique {
+				keys = append(keys, e.key)
+			}
+		}
+	}
+	return p.Prefetch(keys)
 }
 
 // pendingWrite is a stamped, validated and encoded resource, ready to be
@@ -325,6 +360,7 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 			return err
 		}
 	}
+	announce(tx, typ, b.ID, w.created)
 	return tx.Set(recordKey(typ, b.ID), w.data, o.TTL)
 }
 
@@ -437,9 +473,10 @@ func (s *Store) Delete(ctx context.Context, resourceType, id string) error {
 		if err := tx.Delete(guardKey(resourceType, id)); err != nil {
 			return err
 		}
+		announce(tx, resourceType, id, false)
 		return tx.Delete(recordKey(resourceType, id))
 	})
-	s.changes.note(resourceType)
+	s.changes.note(resourceType, id)
 	if err != nil {
 		return fmt.Errorf("deleting %s/%s: %w", resourceType, id, err)
 	}

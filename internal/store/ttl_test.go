@@ -3,27 +3,65 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
-// keysWithPrefixes returns every live key under the given prefixes with its
-// expiry (Unix seconds, 0 = never).
-func keysWithPrefixes(t *testing.T, kv *Badger, prefixes ...string) map[string]uint64 {
+// expiryKV records the expiry each committed write gave its key (Unix
+// seconds, 0 = never), so tests can check the TTLs the store asks of any KV.
+type expiryKV struct {
+	KV
+	mu      sync.Mutex
+	expires map[string]uint64
+}
+
+func newExpiryKV(kv KV) *expiryKV { return &expiryKV{KV: kv, expires: map[string]uint64{}} }
+
+func (k *expiryKV) Update(ctx context.Context, fn func(Txn) error) error {
+	var set map[string]uint64
+	err := k.KV.Update(ctx, func(tx Txn) error {
+		set = map[string]uint64{} // this attempt's writes only
+		return fn(&expiryTxn{Txn: tx, set: set})
+	})
+	if err == nil {
+		k.mu.Lock()
+		maps.Copy(k.expires, set)
+		k.mu.Unlock()
+	}
+	return err
+}
+
+type expiryTxn struct {
+	Txn
+	set map[string]uint64
+}
+
+func (t *expiryTxn) Set(key, value []byte, ttl time.Duration) error {
+	if ttl > 0 {
+		t.set[string(key)] = uint64(time.Now().Add(ttl).Unix())
+	} else {
+		t.set[string(key)] = 0
+	}
+	return t.Txn.Set(key, value, ttl)
+}
+
+// keysWithPrefixes returns every live key under the given prefixes with
+// the expiry its last write gave it.
+func keysWithPrefixes(t *testing.T, kv *expiryKV, prefixes ...string) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	err := kv.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			k := string(it.Item().Key())
-			for _, p := range prefixes {
-				if strings.HasPrefix(k, p) {
-					out[k] = it.Item().ExpiresAt()
-				}
+	err := kv.View(context.Background(), func(tx Txn) error {
+		for _, p := range prefixes {
+			if err := tx.Scan([]byte(p), false, func(key, _ []byte) error {
+				kv.mu.Lock()
+				out[string(key)] = kv.expires[string(key)]
+				kv.mu.Unlock()
+				return nil
+			}); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -37,7 +75,7 @@ func keysWithPrefixes(t *testing.T, kv *Badger, prefixes ...string) map[string]u
 func TestTTLAppliesToRecordAndIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kv, _ := openTestKV(t)
+	kv := newExpiryKV(newTestStore(t).KV())
 	s := New(kv, Options{})
 
 	tests := []struct {
@@ -79,7 +117,7 @@ func TestTTLAppliesToRecordAndIndexes(t *testing.T) {
 func TestTTLExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kv, _ := openTestKV(t)
+	kv := newExpiryKV(newTestStore(t).KV())
 	s := New(kv, Options{})
 	l := &Login{User: Reference{Reference: "User/u1"}}
 	if err := s.Create(ctx, l, PutOptions{TTL: time.Second}); err != nil {
@@ -113,7 +151,7 @@ func TestTTLExpiry(t *testing.T) {
 func TestReplacingWithTTLMovesIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kv, _ := openTestKV(t)
+	kv := newExpiryKV(newTestStore(t).KV())
 	s := New(kv, Options{})
 	l := &Login{User: Reference{Reference: "User/u1"}}
 	if err := s.Create(ctx, l, PutOptions{TTL: time.Hour}); err != nil {

@@ -74,12 +74,31 @@ const noExpiryDay = 9999999999
 const usageShards = 8
 
 // usageCacheTTL is how long a project's summed usage is reused by quota
-// checks. Summing reads every bucket, which would make every write
-// conflict with every other; the check reads the sum from its own
-// snapshot instead, at most this old, plus what this process has written
-// since. So a project can pass its quota by what other gateways write in
-// this time, or by writes in flight together.
+// checks on a KV one process owns (Badger). Summing reads every bucket,
+// which would make every write conflict with every other; the check reads
+// the sum from its own snapshot instead, at most this old, plus what this
+// process has written since, which is exact but for writes in flight
+// together. On a KV several processes share ([SharedKV]: PostgreSQL), that
+// sum would miss what the other gateways wrote meanwhile, so a write under
+// a quota sums the buckets inside its own transaction: exact across
+// replicas, and concurrent bot-record writes of one project run one after
+// the other (the KV retries the ones that conflicted).
 const usageCacheTTL = time.Second
+
+// SharedKV is implemented by a KV that several gateway processes write at
+// once (PostgreSQL), so that nothing the store caches may count on seeing
+// every write.
+type SharedKV interface {
+	KV
+	// SharedByProcesses reports that other processes may write the KV.
+	SharedByProcesses() bool
+}
+
+// sharedByProcesses tells whether kv may be written by other processes.
+func sharedByProcesses(kv KV) bool {
+	s, ok := kv.(SharedKV)
+	return ok && s.SharedByProcesses()
+}
 
 // isBotRecord tells whether records of the type are accounted.
 func isBotRecord(resourceType string) bool {
@@ -136,6 +155,9 @@ func sumUsage(tx Txn, project string) (projectUsage, error) {
 // records ws write under a quota are at most usageCacheTTL old. It runs
 // before the write's transaction, in a snapshot of its own.
 func (s *Store) refreshUsage(ctx context.Context, ws ...*pendingWrite) error {
+	if s.shared {
+		return nil // charge sums in the write's transaction
+	}
 	now := time.Now()
 	var stale []string
 	locked := false
@@ -192,6 +214,13 @@ type usage struct {
 	width   int64 // seconds
 	shard   int
 	buckets []chargedBucket // a few at most: linear search beats maps
+	// sums are the projects' usage read in this transaction (shared KVs).
+	sums []summedUsage
+}
+
+type summedUsage struct {
+	project string
+	projectUsage
 }
 
 // chargedBucket is a bucket this transaction adds to.
@@ -206,6 +235,32 @@ type chargedBucket struct {
 
 func (s *Store) newUsage(tx Txn) *usage {
 	return &usage{s: s, tx: tx, now: time.Now(), width: max(int64(s.usageBucket/time.Second), 1), shard: rand.IntN(usageShards)}
+}
+
+// projectUsage is a project's usage as the quota check sees it, without
+// what this transaction adds: the cached sum on a KV this process owns, a
+// sum read in the transaction on a shared one (usageCacheTTL says why).
+func (u *usage) projectUsage(project string) (projectUsage, error) {
+	if u.s.shared {
+		for _, pu := range u.sums {
+			if pu.project == project {
+				return pu.projectUsage, nil
+			}
+		}
+		pu, err := sumUsage(u.tx, project)
+		if err != nil {
+			return pu, err
+		}
+		u.sums = append(u.sums, summedUsage{project, pu})
+		return pu, nil
+	}
+	var pu projectUsage
+	u.s.usage.mu.Lock()
+	if c := u.s.usage.projects[project]; c != nil {
+		pu = *c
+	}
+	u.s.usage.mu.Unlock()
+	return pu, nil
 }
 
 // charged is what this transaction has added to a project so far.
@@ -223,12 +278,10 @@ func (u *usage) charged(project string) int64 {
 // them with a *QuotaError when quota > 0 and the project would pass it.
 func (u *usage) charge(project string, n int64, ttl time.Duration, quota int64) error {
 	if quota > 0 {
-		var pu projectUsage
-		u.s.usage.mu.Lock()
-		if c := u.s.usage.projects[project]; c != nil {
-			pu = *c
+		pu, err := u.projectUsage(project)
+		if err != nil {
+			return err
 		}
-		u.s.usage.mu.Unlock()
 		if used := pu.total + u.charged(project); used+n > quota {
 			qe := &QuotaError{Project: project, Used: used, Limit: quota}
 			if pu.oldest != noExpiryDay && pu.total > 0 {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -196,10 +197,7 @@ func TestBotRecordUsageSurvivesReopening(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	kv, err := OpenBadger(BadgerOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := openTestKVIn(t, dir)
 	s := New(kv, Options{})
 	for range 5 {
 		if err := s.Create(ctx, auditEvent("p", 900), PutOptions{TTL: time.Hour}); err != nil {
@@ -210,11 +208,7 @@ func TestBotRecordUsageSurvivesReopening(t *testing.T) {
 	if err := kv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	kv, err = OpenBadger(BadgerOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
+	kv = openTestKVIn(t, dir)
 	s = New(kv, Options{})
 	if got := usageOf(t, s, "p"); got != used {
 		t.Fatalf("usage after reopening: %d, want %d", got, used)
@@ -304,11 +298,11 @@ func TestDiskReserveRefusesWritesBelowIt(t *testing.T) {
 func TestBadgerFreeSpaceReadsTheFilesystem(t *testing.T) {
 	t.Parallel()
 	kv, _ := openTestKV(t)
-	free, err := kv.FreeSpace()
+	free, err := kv.(FreeSpacer).FreeSpace()
 	if err != nil || free == 0 {
 		t.Fatalf("FreeSpace = %d, %v", free, err)
 	}
-	if !canPageOut { // not Linux: no statfs, reported as unlimited
+	if runtime.GOOS != "linux" { // no statfs: reported as unlimited
 		return
 	}
 	if err := New(kv, Options{}).Create(context.Background(), auditEvent("p", 10), PutOptions{DiskReserve: free * 4}); !errors.Is(err, ErrUnwritable) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ type memStore struct {
 	mu      sync.Mutex
 	records map[string][]byte
 	saves   int
+	loads   int
+	// changes counts saves, as a store's change counter does.
+	changes atomic.Uint64
 }
 
 type storedKey struct {
@@ -39,6 +43,7 @@ func newMemStore() *memStore { return &memStore{records: map[string][]byte{}} }
 func (m *memStore) Load(context.Context) ([]Key, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.loads++
 	var keys []Key
 	for _, id := range slices.Sorted(maps.Keys(m.records)) {
 		var r storedKey
@@ -68,6 +73,7 @@ func (m *memStore) Save(_ context.Context, k Key) error {
 	defer m.mu.Unlock()
 	m.records[k.ID] = b
 	m.saves++
+	m.changes.Add(1)
 	return nil
 }
 
@@ -75,6 +81,7 @@ func (m *memStore) delete(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.records, id)
+	m.changes.Add(1)
 }
 
 func (m *memStore) key(t *testing.T, id string) Key {

@@ -77,6 +77,7 @@ func (s *Service) issue(typ string, w *wireClaims, ttl time.Duration, kind Kind)
 	if ttl <= 0 || ttl > s.maxLife {
 		return "", time.Time{}, fmt.Errorf("tokens: issuing %s token: lifetime %v outside (0, %v]", kind, ttl, s.maxLife)
 	}
+	s.refreshKeysNow()
 	ring := s.ring.Load()
 	now := s.now().Truncate(time.Second)
 	exp := now.Add(ttl)

@@ -2,7 +2,11 @@ package tokens
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -120,7 +124,11 @@ func TestRetiredKeyStopsVerifyingAfterMaxTokenLifetime(t *testing.T) {
 	wantReason(t, err, ReasonUnknownKey)
 }
 
-func TestReloadPicksUpAnotherReplicasRotation(t *testing.T) {
+// TestUnknownKidReloadsAnotherReplicasRotation: a token signed with a key
+// another replica just created verifies at once (the keyring is reloaded
+// before the token is refused); forged kids cause at most one reload per
+// unknownKidReloadEvery.
+func TestUnknownKidReloadsAnotherReplicasRotation(t *testing.T) {
 	store := newMemStore()
 	a := newEnv(t, Options{Keys: store})
 	b := newEnv(t, Options{Keys: store})
@@ -128,16 +136,71 @@ func TestReloadPicksUpAnotherReplicasRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := a.access(t, time.Hour)
-	_, err := b.svc.Verify(context.Background(), tok, KindAccess)
-	wantReason(t, err, ReasonUnknownKey)
-	if err := b.svc.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := b.svc.Verify(context.Background(), tok, KindAccess); err != nil {
-		t.Fatalf("after Reload: %v", err)
+		t.Fatalf("a token of a key another replica created: %v", err)
 	}
 	if a.svc.SigningKeyID() != b.svc.SigningKeyID() {
-		t.Fatal("replicas sign with different keys after Reload")
+		t.Fatal("replicas sign with different keys after the reload")
+	}
+
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := func(i int) string {
+		return signES256(t, priv, accessHeader(fmt.Sprintf("00000000-0000-4000-8000-%012d", i)), validClaims(b.clock.Now()))
+	}
+	b.clock.Advance(unknownKidReloadEvery)
+	loads := store.loads
+	for i := range 5 {
+		_, err := b.svc.Verify(context.Background(), forged(i), KindAccess)
+		wantReason(t, err, ReasonUnknownKey)
+	}
+	if n := store.loads - loads; n != 1 {
+		t.Fatalf("5 forged kids at one instant loaded the keys %d times, want 1", n)
+	}
+	b.clock.Advance(unknownKidReloadEvery)
+	_, err = b.svc.Verify(context.Background(), forged(9), KindAccess)
+	wantReason(t, err, ReasonUnknownKey)
+	if n := store.loads - loads; n != 2 {
+		t.Fatalf("after the interval, loads = %d, want 2", n)
+	}
+}
+
+// TestKeysChangedReloads: when the store reports a change of the keys, the
+// next use reloads them, so a key retired and removed on another replica
+// stops verifying here and a new signing key signs here too.
+func TestKeysChangedReloads(t *testing.T) {
+	store := newMemStore()
+	a := newEnv(t, Options{Keys: store, KeysChanged: store.changes.Load})
+	b := newEnv(t, Options{Keys: store, KeysChanged: store.changes.Load})
+	old, oldKid := b.access(t, time.Hour), b.svc.SigningKeyID()
+	if _, err := b.svc.Verify(context.Background(), old, KindAccess); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := a.svc.Rotate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.svc.JWKS(); b.svc.SigningKeyID() != fresh.ID {
+		t.Fatalf("B signs with %s after A's rotation, want %s", b.svc.SigningKeyID(), fresh.ID)
+	}
+	store.delete(oldKid)
+	loads := store.loads
+	_, err = b.svc.Verify(context.Background(), old, KindAccess)
+	wantReason(t, err, ReasonUnknownKey)
+	if store.loads == loads {
+		t.Fatal("a change of the keys did not reload them")
+	}
+	tok := a.access(t, time.Hour) // A reloads once too, after its own rotation
+	loads = store.loads
+	for range 3 {
+		if _, err := b.svc.Verify(context.Background(), tok, KindAccess); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.loads != loads {
+		t.Fatalf("verifications without a change loaded the keys %d times", store.loads-loads)
 	}
 }
 

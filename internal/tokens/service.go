@@ -38,6 +38,12 @@ type Options struct {
 	// CacheSize is roughly how many verified access tokens are cached.
 	// Default DefaultCacheSize; negative disables the cache.
 	CacheSize int
+	// KeysChanged, when set, returns a number that moves whenever the
+	// stored keys may have changed (the store's change counter of its key
+	// records, which on PostgreSQL also counts other replicas' writes).
+	// The keys are reloaded on the first use after it moves, so a key
+	// another replica created or retired is used here too.
+	KeysChanged func() uint64
 }
 
 // Service issues and verifies tokens. It is safe for concurrent use.
@@ -54,6 +60,11 @@ type Service struct {
 
 	// sigChecks counts ECDSA verifications; tests use it to prove cache hits.
 	sigChecks atomic.Uint64
+
+	// Reloading keys made elsewhere (freshness.go).
+	keysChanged      func() uint64
+	keysSeen         atomic.Uint64 // keysChanged() at the last reload
+	unknownKidReload atomic.Int64  // unix nanoseconds of the last reload for an unknown kid
 }
 
 // New loads the keys from opts.Keys. On first start, when the store has no
@@ -65,7 +76,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Keys == nil {
 		return nil, errors.New("tokens: key store is required")
 	}
-	s := &Service{issuer: opts.Issuer, store: opts.Keys, maxLife: opts.MaxTokenLifetime, now: opts.Now}
+	s := &Service{issuer: opts.Issuer, store: opts.Keys, maxLife: opts.MaxTokenLifetime, now: opts.Now, keysChanged: opts.KeysChanged}
+	if s.keysChanged != nil {
+		// Counted before the keys are read: a change in between reloads.
+		s.keysSeen.Store(s.keysChanged())
+	}
 	if s.maxLife <= 0 {
 		s.maxLife = DefaultMaxTokenLifetime
 	}
@@ -196,6 +211,7 @@ func (s *Service) MaxTokenLifetime() time.Duration { return s.maxLife }
 // once per key change (and when a retired key's grace period ends) and
 // copied out, so the caller may keep or modify them.
 func (s *Service) JWKS() []byte {
+	s.refreshKeysNow()
 	doc := s.jwks.Load()
 	ring := s.ring.Load()
 	if now := s.now(); doc.ring != ring || !now.Before(doc.until) {

@@ -43,11 +43,13 @@ var errHighS = reject(ReasonSignature, "high-S signature on a token signed low-S
 // again is a hash and a map lookup. Verify never checks revocation: callers
 // must check the login (Claims.LoginID) after every successful Verify,
 // including cache hits. The returned Claims are the caller's to modify.
-// ctx is unused today; it is there for key sources that may need I/O.
+// ctx bounds the key reload that a change of the stored keys or a token
+// with an unknown kid causes.
 func (s *Service) Verify(ctx context.Context, token string, want Kind) (*Claims, error) {
+	s.refreshKeys(ctx)
 	now := s.now()
 	if want != KindAccess || s.cache == nil {
-		c, err := s.verify(token, want, now)
+		c, err := s.verifyOrReload(ctx, token, want, now)
 		if err != nil {
 			return nil, err
 		}
@@ -63,13 +65,23 @@ func (s *Service) Verify(ctx context.Context, token string, want Kind) (*Claims,
 		cp := *c
 		return &cp, nil
 	}
-	c, err := s.verify(token, want, now)
+	c, err := s.verifyOrReload(ctx, token, want, now)
 	if err != nil {
 		return nil, err
 	}
 	cached := *c
 	s.cache.put(&h, &cached, now)
 	return c, nil
+}
+
+// verifyOrReload is verify, once more after reloading the keys when the
+// token's kid is unknown (freshness.go).
+func (s *Service) verifyOrReload(ctx context.Context, token string, want Kind, now time.Time) (*Claims, error) {
+	c, err := s.verify(token, want, now)
+	if ReasonOf(err) == ReasonUnknownKey && s.reloadForUnknownKid(ctx) {
+		c, err = s.verify(token, want, now)
+	}
+	return c, err
 }
 
 func (s *Service) verify(token string, want Kind, now time.Time) (*Claims, error) {

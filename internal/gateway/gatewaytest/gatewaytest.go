@@ -43,7 +43,8 @@ func SubjectToken(name string) string { return "idp-" + name }
 // OAuth is the real token service and OAuth server on st.
 func OAuth(tb testing.TB, st *store.Store) *oauth.Server {
 	tb.Helper()
-	tok, err := tokens.New(context.Background(), tokens.Options{Issuer: "https://gw.test", Keys: oauth.KeyStore{Store: st}})
+	keys := oauth.KeyStore{Store: st}
+	tok, err := tokens.New(context.Background(), tokens.Options{Issuer: "https://gw.test", Keys: keys, KeysChanged: keys.Changes})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func benchStores(b *testing.B) map[string]func(*testing.B) *store.Store {
 	return map[string]func(*testing.B) *store.Store{
 		"badger": func(b *testing.B) *store.Store { return storetest.Open(b) },
 		"postgres": func(b *testing.B) *store.Store {
-			kv, err := pgkv.Open(context.Background(), pgkv.Options{DSN: pgkvtest.DSN(b)})
+			kv, err := pgkv.Open(context.Background(), pgkv.Options{DSN: pgkvtest.DSN(b), Timeout: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -74,5 +74,34 @@ func BenchmarkUserByEmail(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// putAllBots is a declared config's batch: a project and n bots, each
+// with an identifier (a unique index) and code attachments.
+func putAllBots(n int) []store.Write {
+	p := &store.Project{Name: "P"}
+	p.ID = "p"
+	ws := []store.Write{{Resource: p}}
+	for i := range n {
+		b := &store.Bot{Name: fmt.Sprintf("bot-%d", i), Identifier: []store.Identifier{{System: "https://example.com/bots", Value: fmt.Sprintf("bot-%d", i)}}}
+		b.ID = fmt.Sprintf("bot-%d", i)
+		b.Meta.Project = "p"
+		b.SourceCode = &store.Attachment{ContentType: "text/javascript", URL: "Binary/" + b.ID + "-src", Title: "index.ts"}
+		ws = append(ws, store.Write{Resource: b})
+	}
+	return ws
+}
+
+// BenchmarkPutAllBots: one PutAll of a project and 20,000 bots on
+// PostgreSQL, all or nothing in one transaction (Badger refuses a batch
+// this size with ErrTxnTooBig). Run with -benchtime=1x.
+func BenchmarkPutAllBots(b *testing.B) {
+	s := benchStores(b)["postgres"](b)
+	ctx := context.Background()
+	for b.Loop() {
+		if err := s.PutAll(ctx, putAllBots(20000)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -11,7 +11,7 @@
 //     [store.ErrConflict]. An Update that cannot reach the server (no
 //     connection, a connection lost, a server shutting down, no answer
 //     within Options.Timeout) wraps [store.ErrUnwritable], which the
-//     gateway answers with 503.
+//     gateway answers with 503; so does a View that cannot reach it.
 //   - A nil Update is durable: every connection runs with
 //     synchronous_commit on, whatever the server's default.
 //   - Keys with a TTL carry expires_at; reads filter them out as soon as it
@@ -30,6 +30,15 @@
 // advisory lock so that replicas starting at once apply each migration
 // exactly once. A database migrated by a newer release is refused.
 //
+// # Change feed
+//
+// KV implements [store.ChangeFeed] (feed.go): a transaction that announced
+// the records it wrote sends them with pg_notify before its COMMIT, and
+// every KV keeps one connection LISTENing on its schema's channel,
+// reconnecting with backoff and reporting "everything changed" after each
+// (re)connect. The Store built on it counts other replicas' writes in its
+// change counters, which its callers' caches consult.
+//
 // # Usage
 //
 //	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: os.Getenv("FHIRGATE_POSTGRES_DSN")})
@@ -37,7 +46,8 @@
 //	defer kv.Close()
 //	s := store.New(kv, store.Options{})
 //
-// The package is not a Caddy module; nothing in the gateway opens it yet.
+// The package is Caddy-free; caddymodule's `fhirgate.storage.postgres`
+// module opens it.
 package pgkv
 
 import (
@@ -111,6 +121,17 @@ type KV struct {
 	sweeps     atomic.Int64 // passes run, for tests
 
 	closeOnce sync.Once
+
+	// The change feed (feed.go): the listening connection's settings,
+	// the schema's channel, this KV's id in its notifications, and who
+	// hears them.
+	loopCtx      context.Context
+	listenConfig *pgx.ConnConfig
+	channel      string
+	sender       string
+	feedMu       sync.Mutex
+	subscribers  []func(topics []string)
+	listens      atomic.Int64 // connections that reached LISTEN and flushed, for tests
 }
 
 // Open connects to PostgreSQL, creates or migrates the schema and starts
@@ -119,9 +140,15 @@ func Open(ctx context.Context, o Options) (*KV, error) {
 	if o.DSN == "" {
 		return nil, errors.New("opening PostgreSQL storage: a DSN is required")
 	}
+	k, err := open(ctx, o)
+	// pgx redacts the password in the errors it makes, but not every layer
+	// below it need: the DSN is the operator's secret.
+	return k, redact(err, o.DSN)
+}
+
+func open(ctx context.Context, o Options) (*KV, error) {
 	cfg, err := pgxpool.ParseConfig(o.DSN)
 	if err != nil {
-		// pgconn redacts the password in its parse errors.
 		return nil, fmt.Errorf("parsing the PostgreSQL DSN: %w", err)
 	}
 	cfg.MaxConns = cmp.Or(o.MaxConns, DefaultMaxConns)
@@ -140,12 +167,21 @@ func Open(ctx context.Context, o Options) (*KV, error) {
 		pool.Close()
 		return nil, err
 	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening PostgreSQL storage: reading the schema: %w", err)
+	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	k := &KV{
-		pool:    pool,
-		logger:  cmp.Or(o.Logger, zap.NewNop()),
-		timeout: max(cmp.Or(o.Timeout, DefaultTimeout), 0),
-		cancel:  cancel,
+		pool:         pool,
+		logger:       cmp.Or(o.Logger, zap.NewNop()),
+		timeout:      max(cmp.Or(o.Timeout, DefaultTimeout), 0),
+		cancel:       cancel,
+		loopCtx:      loopCtx,
+		listenConfig: cfg.ConnConfig,
+		channel:      channelName(schema),
+		sender:       newSenderID(),
 	}
 	if k.sweepEvery = max(cmp.Or(o.SweepInterval, DefaultSweepInterval), 0); k.sweepEvery > 0 {
 		k.loops.Add(1)
@@ -176,6 +212,17 @@ func (k *KV) View(ctx context.Context, fn func(store.Txn) error) error {
 		return err
 	}
 	_, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return unwritable(ctx, err)
+}
+
+// unwritable wraps an error that says the server cannot be reached in
+// store.ErrUnwritable, which the gateway answers with 503 and Retry-After:
+// reads fail the same way as writes while PostgreSQL is down. (The
+// caller's own deadline has passed only if ctx.Err is set.)
+func unwritable(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && unreachable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
+	}
 	return err
 }
 
@@ -188,14 +235,10 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 		}
 		retry, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
 		if !retry {
-			if err != nil && ctx.Err() == nil && unreachable(err) {
-				// The gateway answers 503 with Retry-After, as for a full
-				// disk under Badger. A commit cut off by the connection loss
-				// or the timeout may or may not have been applied. (The
-				// caller's own deadline has passed only if ctx.Err is set.)
-				return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
-			}
-			return err
+			// As for a full disk under Badger. A commit cut off by the
+			// connection loss or the timeout may or may not have been
+			// applied.
+			return unwritable(ctx, err)
 		}
 		if attempt == maxUpdateAttempts {
 			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts: %w", store.ErrConflict, attempt, err)
@@ -250,11 +293,22 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 			_ = t.tx.Rollback(rctx)
 		}
 	}()
-	if err := fn(t); err != nil {
+	err = fn(t)
+	if err == nil {
+		// The writes fn left unsent.
+		err = t.flush()
+	}
+	if err != nil {
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
 			return false, errors.Join(ctxErr, err)
 		}
 		return retryable(err) || retryable(t.failed), err
+	}
+	if err := t.notify(k.channel, k.sender); err != nil {
+		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
+			return false, errors.Join(ctxErr, err)
+		}
+		return retryable(err), fmt.Errorf("announcing the transaction's changes: %w", err)
 	}
 	done = true
 	if t.tx == nil {
@@ -319,6 +373,15 @@ func unreachable(err error) bool {
 		errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed)
 }
 
+// classify marks an error that says the server cannot be reached as
+// store.ErrUnwritable.
+func (k *KV) classify(err error) error {
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnwritable, err)
+	}
+	return err
+}
+
 // Close stops the sweeper and closes the pool. Calling it again does
 // nothing.
 func (k *KV) Close() error {
@@ -330,5 +393,9 @@ func (k *KV) Close() error {
 	return nil
 }
 
+// SharedByProcesses reports that other gateways may write the same
+// database, so the store's caches must not count on seeing every write.
+func (k *KV) SharedByProcesses() bool { return true }
+
 // Interface guards
-var _ store.KV = (*KV)(nil)
+var _ store.SharedKV = (*KV)(nil)

@@ -25,6 +25,12 @@ type txn struct {
 	failed error
 	// connErr is why conn is nil: it was lost and no other could be had.
 	connErr error
+	// pending holds the writes not sent yet, cache what Prefetch read
+	// (pending.go).
+	pending map[string]pendingWrite
+	cache   map[string]cachedRead
+	// topics are the changes announced to other processes at commit.
+	topics map[string]struct{}
 }
 
 // query runs one statement of the transaction and hands its rows to read
@@ -91,6 +97,9 @@ func (t *txn) fail(err error) {
 const live = `(expires_at IS NULL OR expires_at > now())`
 
 func (t *txn) Get(key []byte) ([]byte, error) {
+	if v, err, ok := t.pendingGet(key); ok {
+		return v, err
+	}
 	var v []byte
 	found := false
 	err := t.query(`SELECT value FROM fhirgate_kv WHERE key = $1 AND `+live, []any{key}, func(rows pgx.Rows) error {
@@ -115,30 +124,19 @@ func (t *txn) Get(key []byte) ([]byte, error) {
 }
 
 func (t *txn) Set(key, value []byte, ttl time.Duration) error {
-	if value == nil {
-		// pgx sends a nil slice as NULL; an empty value is a value.
-		value = []byte{}
-	}
-	var err error
+	w := pendingWrite{value: append([]byte{}, value...)}
 	if ttl > 0 {
-		err = t.query(`INSERT INTO fhirgate_kv (key, value, expires_at)
-VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond')
-ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`,
-			[]any{key, value, ttl.Microseconds()}, nil)
-	} else {
-		err = t.query(`INSERT INTO fhirgate_kv (key, value, expires_at) VALUES ($1, $2, NULL)
-ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = NULL`, []any{key, value}, nil)
+		// At least a microsecond: a positive TTL must expire.
+		w.ttl = max(ttl.Microseconds(), 1)
 	}
-	if err != nil {
-		t.fail(err)
+	if err := t.write(key, w); err != nil {
 		return fmt.Errorf("writing key %q: %w", key, err)
 	}
 	return nil
 }
 
 func (t *txn) Delete(key []byte) error {
-	if err := t.query(`DELETE FROM fhirgate_kv WHERE key = $1`, []any{key}, nil); err != nil {
-		t.fail(err)
+	if err := t.write(key, pendingWrite{deleted: true}); err != nil {
 		return fmt.Errorf("deleting key %q: %w", key, err)
 	}
 	return nil
@@ -179,8 +177,16 @@ func (t *txn) Scan(prefix []byte, reverse bool, fn func(key, value []byte) error
 }
 
 func (t *txn) scanPage(prefix, upper, after []byte, reverse bool, limit int) ([]kvPair, error) {
+	// The scan must see the transaction's writes, also those fn made
+	// during the previous page.
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	var q strings.Builder
 	q.WriteString(`SELECT key, value FROM fhirgate_kv WHERE key >= $1 AND ` + live)
+	if prefix == nil {
+		prefix = []byte{} // pgx would send nil as NULL, which matches nothing
+	}
 	args := []any{prefix}
 	if upper != nil {
 		args = append(args, upper)

@@ -6,20 +6,21 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 )
 
 // Option adjusts what Open and OpenKV open.
 type Option func(*config)
 
 type config struct {
-	badger store.BadgerOptions
+	badger badgerkv.Options
 	store  store.Options
 	wrap   func(store.KV) store.KV
 }
 
 // Badger adjusts the Badger options (Dir is the test's temporary
 // directory unless set here).
-func Badger(adjust func(*store.BadgerOptions)) Option {
+func Badger(adjust func(*badgerkv.Options)) Option {
 	return func(c *config) { adjust(&c.badger) }
 }
 
@@ -39,7 +40,7 @@ func WrapKV(wrap func(store.KV) store.KV) Option {
 // when tb ends; a failure to open or close fails tb. Cleanups run last
 // registered first, so an API that uses the store and is shut down in a
 // cleanup registered after OpenKV is shut down before the store closes.
-func OpenKV(tb testing.TB, opts ...Option) *store.Badger {
+func OpenKV(tb testing.TB, opts ...Option) *badgerkv.KV {
 	tb.Helper()
 	c := apply(tb, opts)
 	return openKV(tb, c)
@@ -67,9 +68,9 @@ func apply(tb testing.TB, opts []Option) *config {
 	return c
 }
 
-func openKV(tb testing.TB, c *config) *store.Badger {
+func openKV(tb testing.TB, c *config) *badgerkv.KV {
 	tb.Helper()
-	kv, err := store.OpenBadger(c.badger)
+	kv, err := badgerkv.Open(c.badger)
 	if err != nil {
 		tb.Fatalf("opening badger: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
 
@@ -29,21 +30,21 @@ func TestOpenIsRealAndClosedAtCleanup(t *testing.T) {
 	var counted *countingKV
 	t.Run("write", func(t *testing.T) {
 		st := storetest.Open(t,
-			storetest.Badger(func(o *store.BadgerOptions) { o.Dir = dir }),
+			storetest.Badger(func(o *badgerkv.Options) { o.Dir = dir }),
 			storetest.WrapKV(func(kv store.KV) store.KV { counted = &countingKV{KV: kv}; return counted }))
 		p := &store.Project{Name: "kept"}
 		if err := st.Create(context.Background(), p, store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		id = p.ID
-		if _, err := store.OpenBadger(store.BadgerOptions{Dir: dir}); err == nil {
+		if _, err := badgerkv.Open(badgerkv.Options{Dir: dir}); err == nil {
 			t.Fatal("a second Badger opened the directory while the store was open")
 		}
 	})
 	if counted == nil || counted.updates == 0 {
 		t.Fatal("the store did not write through the wrapped KV")
 	}
-	st := storetest.Open(t, storetest.Badger(func(o *store.BadgerOptions) { o.Dir = dir }))
+	st := storetest.Open(t, storetest.Badger(func(o *badgerkv.Options) { o.Dir = dir }))
 	p, err := store.Get[store.Project](context.Background(), st, id)
 	if err != nil || p.Name != "kept" {
 		t.Fatalf("after reopening: %+v, %v", p, err)

@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 type badgerTxn struct {
@@ -21,7 +23,7 @@ const scanCtxCheckEvery = 256
 func (t *badgerTxn) Get(key []byte) ([]byte, error) {
 	item, err := t.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading key %q: %w", key, err)
@@ -40,7 +42,7 @@ func (t *badgerTxn) Set(key, value []byte, ttl time.Duration) error {
 	}
 	if err := t.txn.SetEntry(e); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
-			return fmt.Errorf("writing key %q: %w", key, ErrTxnTooBig)
+			return fmt.Errorf("writing key %q: %w", key, store.ErrTxnTooBig)
 		}
 		return fmt.Errorf("writing key %q: %w", key, err)
 	}
@@ -50,7 +52,7 @@ func (t *badgerTxn) Set(key, value []byte, ttl time.Duration) error {
 func (t *badgerTxn) Delete(key []byte) error {
 	if err := t.txn.Delete(key); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
-			return fmt.Errorf("deleting key %q: %w", key, ErrTxnTooBig)
+			return fmt.Errorf("deleting key %q: %w", key, store.ErrTxnTooBig)
 		}
 		return fmt.Errorf("deleting key %q: %w", key, err)
 	}
@@ -89,7 +91,7 @@ func (t *badgerTxn) Scan(prefix []byte, reverse bool, fn func(key, value []byte)
 			return fmt.Errorf("reading value of %q: %w", item.Key(), err)
 		}
 		if err := fn(item.KeyCopy(nil), v); err != nil {
-			if errors.Is(err, ErrStopScan) {
+			if errors.Is(err, store.ErrStopScan) {
 				return nil
 			}
 			return err

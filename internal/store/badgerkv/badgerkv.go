@@ -1,4 +1,13 @@
-package store
+// Package badgerkv implements [store.KV] on Badger, the embedded store: one
+// process owns one directory (Badger locks it). It is the default storage of
+// the gateway; package pgkv is the one several replicas can share. Both pass
+// the same conformance suite (kvtest).
+//
+// Acknowledged writes are synced to disk. A write guard refuses writes with
+// [store.ErrUnwritable] before Badger would meet a full or read-only disk
+// (guard.go), the value log is garbage-collected and, on Linux, mapped table
+// pages are handed back to the kernel in the background (trim_linux.go).
+package badgerkv
 
 import (
 	"cmp"
@@ -15,11 +24,17 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// BadgerOptions configures [OpenBadger]. The zero value (plus Dir) gives the
+// ErrLocked is wrapped by [Open] when another process (or another open
+// handle in this process) holds the storage directory.
+var ErrLocked = errors.New("storage directory locked")
+
+// Options configures [Open]. The zero value (plus Dir) gives the
 // small-footprint defaults; acknowledged writes are always synced to disk.
-type BadgerOptions struct {
+type Options struct {
 	// Dir is the storage directory; required unless InMemory. Badger creates
 	// it with mode 0700 when missing.
 	Dir string
@@ -27,7 +42,7 @@ type BadgerOptions struct {
 	InMemory bool
 	// Logger receives Badger's own log lines (the caller adapts zap); nil
 	// discards them.
-	Logger BadgerLogger
+	Logger Logger
 	// GCInterval is how often the value log is garbage-collected. Values
 	// over the value threshold (bot code, AuditEvents, most Logins, async
 	// job results) live in the value log, and the space of
@@ -54,19 +69,19 @@ const DefaultGCInterval = 10 * time.Minute
 // 0.7 MiB per second in the benchmark mix's soak.
 const DefaultTrimInterval = 5 * time.Second
 
-// BadgerLogger is the logger Badger writes to. It has the same method set as
+// Logger is the logger Badger writes to. It has the same method set as
 // badger.Logger so callers need not import Badger.
-type BadgerLogger interface {
+type Logger interface {
 	Errorf(string, ...any)
 	Warningf(string, ...any)
 	Infof(string, ...any)
 	Debugf(string, ...any)
 }
 
-// Badger is the embedded [KV] implementation.
-type Badger struct {
+// KV is the embedded [store.KV] implementation.
+type KV struct {
 	db     *badger.DB
-	logger BadgerLogger
+	logger Logger
 	guard  *writeGuard // nil in memory
 
 	// Periodic maintenance (value-log GC, trimming), stopped by Close.
@@ -88,8 +103,8 @@ type Badger struct {
 }
 
 var (
-	_ KV         = (*Badger)(nil)
-	_ FreeSpacer = (*Badger)(nil)
+	_ store.KV         = (*KV)(nil)
+	_ store.FreeSpacer = (*KV)(nil)
 )
 
 // freeSpaceTTL is how long a FreeSpace reading is reused.
@@ -98,7 +113,7 @@ const freeSpaceTTL = time.Second
 // FreeSpace returns the bytes available to unprivileged users on the store
 // directory's filesystem, read at most once a second. An in-memory store
 // reports no limit.
-func (b *Badger) FreeSpace() (uint64, error) {
+func (b *KV) FreeSpace() (uint64, error) {
 	if b.guard == nil {
 		return math.MaxUint64, nil
 	}
@@ -112,11 +127,11 @@ func (b *Badger) FreeSpace() (uint64, error) {
 }
 
 // maxUpdateAttempts bounds the retries of a conflicting transaction; beyond
-// it the contention is pathological and the caller gets ErrConflict.
+// it the contention is pathological and the caller gets store.ErrConflict.
 const maxUpdateAttempts = 10
 
-// OpenBadger opens (or creates) a Badger database.
-func OpenBadger(o BadgerOptions) (*Badger, error) {
+// Open opens (or creates) a Badger database.
+func Open(o Options) (*KV, error) {
 	if o.Dir == "" && !o.InMemory {
 		return nil, errors.New("opening storage: a directory is required")
 	}
@@ -130,7 +145,7 @@ func OpenBadger(o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("opening storage directory %s: %w", o.Dir, err)
 	}
-	b := &Badger{db: db, logger: o.Logger, stop: make(chan struct{})}
+	b := &KV{db: db, logger: o.Logger, stop: make(chan struct{})}
 	if !o.InMemory {
 		// Room for a memtable flush, a WAL rotation and compaction output.
 		b.guard = newWriteGuard(o.Dir, 4*uint64(badgerOptions(o).MemTableSize)+8<<20)
@@ -150,7 +165,7 @@ func OpenBadger(o BadgerOptions) (*Badger, error) {
 // mapped files by their absolute, symlink-free path, so dir is resolved
 // first. A failure is logged once and ends the loop: it would fail the
 // same way on every pass (an old kernel, no /proc).
-func (b *Badger) startTrimming(dir string) {
+func (b *KV) startTrimming(dir string) {
 	resolved, err := filepath.Abs(dir)
 	if err == nil {
 		resolved, err = filepath.EvalSymlinks(resolved)
@@ -172,7 +187,7 @@ func (b *Badger) startTrimming(dir string) {
 
 // every runs fn every interval on its own goroutine until Close or until fn
 // returns false, counting the passes.
-func (b *Badger) every(interval time.Duration, passes *atomic.Int64, fn func() bool) {
+func (b *KV) every(interval time.Duration, passes *atomic.Int64, fn func() bool) {
 	b.loops.Add(1)
 	go func() {
 		defer b.loops.Done()
@@ -193,7 +208,7 @@ func (b *Badger) every(interval time.Duration, passes *atomic.Int64, fn func() b
 	}()
 }
 
-func (b *Badger) warnf(format string, args ...any) {
+func (b *KV) warnf(format string, args ...any) {
 	if b.logger != nil {
 		b.logger.Warningf(format, args...)
 	}
@@ -209,7 +224,7 @@ func (b *Badger) warnf(format string, args ...any) {
 // created through ristretto's z.OpenMmapFile with 0666 (minus umask) and
 // there is no option to change that. The 0700 directory is what keeps other
 // users out; operators who pre-create the directory must keep it private.
-func badgerOptions(o BadgerOptions) badger.Options {
+func badgerOptions(o Options) badger.Options {
 	opts := badger.DefaultOptions(o.Dir)
 	opts.InMemory = o.InMemory
 	if o.InMemory {
@@ -319,7 +334,7 @@ func (e *lockedError) Error() string {
 func (e *lockedError) Unwrap() []error { return []error{ErrLocked, e.cause} }
 
 // View runs fn in a read-only transaction.
-func (b *Badger) View(ctx context.Context, fn func(Txn) error) error {
+func (b *KV) View(ctx context.Context, fn func(store.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -330,7 +345,7 @@ func (b *Badger) View(ctx context.Context, fn func(Txn) error) error {
 
 // Update runs fn in a read-write transaction, retrying it on Badger's
 // optimistic-concurrency conflicts.
-func (b *Badger) Update(ctx context.Context, fn func(Txn) error) error {
+func (b *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 	if err := b.guard.check(); err != nil {
 		return err
 	}
@@ -345,7 +360,7 @@ func (b *Badger) Update(ctx context.Context, fn func(Txn) error) error {
 			return err
 		}
 		if attempt == maxUpdateAttempts {
-			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts", ErrConflict, attempt)
+			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts", store.ErrConflict, attempt)
 		}
 		// Jitter so that the same set of racing writers does not collide
 		// again in lockstep.
@@ -362,7 +377,7 @@ func (b *Badger) Update(ctx context.Context, fn func(Txn) error) error {
 
 // Close closes the database; pending writes are flushed. Calling it again
 // returns the first call's result.
-func (b *Badger) Close() error {
+func (b *KV) Close() error {
 	b.closeOnce.Do(func() {
 		// A maintenance pass must not run into the close.
 		close(b.stop)

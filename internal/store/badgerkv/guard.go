@@ -1,18 +1,14 @@
-package store
+package badgerkv
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// ErrUnwritable means the storage cannot take writes right now: Badger's
-// filesystem is (nearly) full or read-only (reads keep working), or the
-// PostgreSQL server cannot be reached (package pgkv).
-var ErrUnwritable = errors.New("storage cannot take writes")
+	"github.com/fhirgate/fhirgate/internal/store"
+)
 
 // probeInterval is how long a successful write probe is trusted. Free
 // space is checked on every write (one statfs, about a microsecond); the
@@ -62,7 +58,7 @@ func (g *writeGuard) close() error {
 }
 
 // check returns nil when writes may go ahead, else an error wrapping
-// ErrUnwritable that says why.
+// store.ErrUnwritable that says why.
 func (g *writeGuard) check() error {
 	if g == nil {
 		return nil
@@ -91,7 +87,7 @@ func (g *writeGuard) space() error {
 	if h == nil {
 		opened, err := openDir(g.dir)
 		if err != nil {
-			return fmt.Errorf("%w: opening %s: %v", ErrUnwritable, g.dir, err)
+			return fmt.Errorf("%w: opening %s: %v", store.ErrUnwritable, g.dir, err)
 		}
 		if !g.handle.CompareAndSwap(nil, opened) {
 			_ = opened.close()
@@ -101,12 +97,12 @@ func (g *writeGuard) space() error {
 	free, readOnly, err := h.status()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: checking free space in %s: %v", ErrUnwritable, g.dir, err)
+		return fmt.Errorf("%w: checking free space in %s: %v", store.ErrUnwritable, g.dir, err)
 	case readOnly:
-		return fmt.Errorf("%w: %s is read-only (read-only mount or immutable attribute)", ErrUnwritable, g.dir)
+		return fmt.Errorf("%w: %s is read-only (read-only mount or immutable attribute)", store.ErrUnwritable, g.dir)
 	case free < g.reserve:
 		return fmt.Errorf("%w: %s has %d MiB free, less than the %d MiB the store keeps in reserve",
-			ErrUnwritable, g.dir, free>>20, g.reserve>>20)
+			store.ErrUnwritable, g.dir, free>>20, g.reserve>>20)
 	}
 	return nil
 }
@@ -126,12 +122,12 @@ func (g *writeGuard) freeSpace() (uint64, error) {
 func (g *writeGuard) probe() error {
 	f, err := os.CreateTemp(g.dir, ".write-probe-*")
 	if err != nil {
-		return fmt.Errorf("%w: %s does not accept new files: %v", ErrUnwritable, g.dir, err)
+		return fmt.Errorf("%w: %s does not accept new files: %v", store.ErrUnwritable, g.dir, err)
 	}
 	name := f.Name()
 	_ = f.Close()
 	if err := os.Remove(name); err != nil {
-		return fmt.Errorf("%w: %s: removing the write probe: %v", ErrUnwritable, g.dir, err)
+		return fmt.Errorf("%w: %s: removing the write probe: %v", store.ErrUnwritable, g.dir, err)
 	}
 	return nil
 }

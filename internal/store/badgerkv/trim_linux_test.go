@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/procmaps"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 func TestStoreFileMapping(t *testing.T) {
@@ -53,21 +55,21 @@ func TestTrimmerHandsBackWrittenTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := OpenBadger(BadgerOptions{Dir: dir, TrimInterval: -1})
+	kv, err := Open(Options{Dir: dir, TrimInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Close()
-	s := New(kv, Options{})
-	var logins []*Login
+	s := store.New(kv, store.Options{})
+	var logins []*store.Login
 	for len(tableFiles(t, dir)) == 0 {
-		batch := make([]Resource, 100)
+		batch := make([]store.Resource, 100)
 		for i := range batch {
-			l := &Login{User: Reference{Reference: "User/u" + strconv.Itoa(len(logins))}, Scope: strings.Repeat("openid ", 40)}
+			l := &store.Login{User: store.Reference{Reference: "User/u" + strconv.Itoa(len(logins))}, Scope: strings.Repeat("openid ", 40)}
 			logins = append(logins, l)
 			batch[i] = l
 		}
-		if err := s.CreateAll(ctx, batch, PutOptions{}); err != nil {
+		if err := s.CreateAll(ctx, batch, store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if len(logins) > 200_000 {
@@ -93,7 +95,7 @@ func TestTrimmerHandsBackWrittenTables(t *testing.T) {
 	readAll := func() {
 		t.Helper()
 		for _, want := range logins {
-			got, err := Get[Login](ctx, s, want.ID)
+			got, err := store.Get[store.Login](ctx, s, want.ID)
 			if err != nil || got.UserID() != want.UserID() {
 				t.Fatalf("Login %s after paging out: %+v, %v", want.ID, got, err)
 			}
@@ -121,7 +123,7 @@ func TestTrimmerHandsBackWrittenTables(t *testing.T) {
 
 func TestTrimLoopRunsUntilClose(t *testing.T) {
 	t.Parallel()
-	kv, err := OpenBadger(BadgerOptions{Dir: t.TempDir(), TrimInterval: 5 * time.Millisecond})
+	kv, err := Open(Options{Dir: t.TempDir(), TrimInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +140,7 @@ func TestTrimLoopRunsUntilClose(t *testing.T) {
 	if n := kv.trimPasses.Load(); n != passes {
 		t.Fatalf("%d trim passes after Close", n-passes)
 	}
-	off, err := OpenBadger(BadgerOptions{Dir: t.TempDir(), TrimInterval: -1})
+	off, err := Open(Options{Dir: t.TempDir(), TrimInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,18 +187,18 @@ func BenchmarkTrimmerPass(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kv, err := OpenBadger(BadgerOptions{Dir: dir, TrimInterval: -1})
+	kv, err := Open(Options{Dir: dir, TrimInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer kv.Close()
-	s := New(kv, Options{})
+	s := store.New(kv, store.Options{})
 	for i := 0; len(tableFiles(b, dir)) < 300; i++ {
-		batch := make([]Resource, 100)
+		batch := make([]store.Resource, 100)
 		for j := range batch {
-			batch[j] = &Login{User: Reference{Reference: "User/u" + strconv.Itoa(i)}, Scope: strings.Repeat("openid ", 40)}
+			batch[j] = &store.Login{User: store.Reference{Reference: "User/u" + strconv.Itoa(i)}, Scope: strings.Repeat("openid ", 40)}
 		}
-		if err := s.CreateAll(context.Background(), batch, PutOptions{}); err != nil {
+		if err := s.CreateAll(context.Background(), batch, store.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

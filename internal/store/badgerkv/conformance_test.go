@@ -1,21 +1,22 @@
-package kvtest_test
+package badgerkv_test
 
 import (
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/badgerkv"
 	"github.com/fhirgate/fhirgate/internal/store/kvtest"
 )
 
-// dirBadger is a Badger that remembers its directory, for Reopen.
+// dirBadger is a KV that remembers its directory, for Reopen.
 type dirBadger struct {
-	*store.Badger
+	*badgerkv.KV
 	dir string
 }
 
 func openBadger(t *testing.T, dir string) *dirBadger {
 	t.Helper()
-	kv, err := store.OpenBadger(store.BadgerOptions{Dir: dir})
+	kv, err := badgerkv.Open(badgerkv.Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("opening badger: %v", err)
 	}
@@ -24,12 +25,12 @@ func openBadger(t *testing.T, dir string) *dirBadger {
 			t.Errorf("closing badger: %v", err)
 		}
 	})
-	return &dirBadger{Badger: kv, dir: dir}
+	return &dirBadger{KV: kv, dir: dir}
 }
 
-// TestBadger runs the KV contract against a real Badger in a temporary
+// TestConformance runs the KV contract against a real Badger in a temporary
 // directory.
-func TestBadger(t *testing.T) {
+func TestConformance(t *testing.T) {
 	t.Parallel()
 	kvtest.Run(t, kvtest.Target{
 		Open: func(t *testing.T) store.KV { return openBadger(t, t.TempDir()) },

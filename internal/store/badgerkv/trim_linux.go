@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/procmaps"
 )
 
-// canPageOut tells OpenBadger whether to start the trimming loop.
+// canPageOut tells Open whether to start the trimming loop.
 const canPageOut = true
 
 // trimmer asks the kernel to reclaim the resident pages of this process's

@@ -1,10 +1,10 @@
 //go:build !linux
 
-package store
+package badgerkv
 
 import "errors"
 
-// canPageOut tells OpenBadger whether to start the trimming loop: handing
+// canPageOut tells Open whether to start the trimming loop: handing
 // mapped pages back is implemented for Linux only.
 const canPageOut = false
 

@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 // TestOpensTablesWrittenCompressed: stores written by earlier releases hold
@@ -21,7 +23,7 @@ func TestOpensTablesWrittenCompressed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	old := badgerOptions(BadgerOptions{Dir: dir})
+	old := badgerOptions(Options{Dir: dir})
 	old.Compression = options.Snappy
 	old.BlockCacheSize = 8 << 20
 	old.ValueThreshold = 1 << 10
@@ -52,14 +54,14 @@ func TestOpensTablesWrittenCompressed(t *testing.T) {
 		t.Fatal("no tables were written; the test would not read any compressed data")
 	}
 
-	kv, err := OpenBadger(BadgerOptions{Dir: dir})
+	kv, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("reopening with today's options: %v", err)
 	}
 	defer kv.Close()
 	// New uncompressed data next to the old, some of it replacing old
 	// entries, then merge everything.
-	if err := kv.Update(ctx, func(txn Txn) error {
+	if err := kv.Update(ctx, func(txn store.Txn) error {
 		for i := n - 50; i < n+100; i++ {
 			if err := txn.Set(key(i), []byte(value(i)), 0); err != nil {
 				return err
@@ -72,7 +74,7 @@ func TestOpensTablesWrittenCompressed(t *testing.T) {
 	if err := kv.db.Flatten(1); err != nil {
 		t.Fatalf("compacting old and new tables together: %v", err)
 	}
-	if err := kv.View(ctx, func(txn Txn) error {
+	if err := kv.View(ctx, func(txn store.Txn) error {
 		seen := 0
 		if err := txn.Scan([]byte("k/"), false, func(k, v []byte) error {
 			if want := value(seen); string(k) != string(key(seen)) || string(v) != want {

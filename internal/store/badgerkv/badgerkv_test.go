@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 func TestLockedDirectory(t *testing.T) {
 	t.Parallel()
 	kv, dir := openTestKV(t)
 	_ = kv
-	_, err := OpenBadger(BadgerOptions{Dir: dir})
+	_, err := Open(Options{Dir: dir})
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open error = %v, want ErrLocked", err)
 	}
@@ -24,19 +26,19 @@ func TestLockedDirectory(t *testing.T) {
 
 func TestOpenRequiresDir(t *testing.T) {
 	t.Parallel()
-	if _, err := OpenBadger(BadgerOptions{}); err == nil {
+	if _, err := Open(Options{}); err == nil {
 		t.Fatal("opening without a directory succeeded")
 	}
 }
 
 func TestInMemory(t *testing.T) {
 	t.Parallel()
-	kv, err := OpenBadger(BadgerOptions{InMemory: true})
+	kv, err := Open(Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Close()
-	s := New(kv, Options{})
+	s := store.New(kv, store.Options{})
 	u := seedUser(t, s, "mem@example.com")
 	if got, err := s.UserByEmail(context.Background(), "mem@example.com"); err != nil || got.ID != u.ID {
 		t.Fatalf("UserByEmail = %v, %v", got, err)
@@ -48,11 +50,11 @@ func TestReopenKeepsData(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	kv, err := OpenBadger(BadgerOptions{Dir: dir})
+	kv, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(kv, Options{})
+	s := store.New(kv, store.Options{})
 	p := seedProject(t, s, "p")
 	u := seedUser(t, s, "keep@example.com")
 	m := seedMembership(t, s, p, u, "ext")
@@ -63,12 +65,12 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 
-	kv, err = OpenBadger(BadgerOptions{Dir: dir})
+	kv, err = Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("reopening: %v", err)
 	}
 	defer kv.Close()
-	s = New(kv, Options{})
+	s = store.New(kv, store.Options{})
 	got, err := s.MembershipByExternalID(ctx, p.ID, "ext")
 	if err != nil || toJSON(t, got) != toJSON(t, m) {
 		t.Fatalf("after reopen: %v, %v", got, err)
@@ -82,14 +84,14 @@ func TestBackupRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	src, _ := openTestKV(t)
-	s := New(src, Options{})
+	s := store.New(src, store.Options{})
 	p := seedProject(t, s, "p")
 	u := seedUser(t, s, "backup@example.com")
 	seedMembership(t, s, p, u, "ext")
-	b := seedBot(t, s, p, "bot", Identifier{System: "https://s", Value: "v"})
-	bin := mustCreate(t, s, &Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 1000)}) // > value threshold
-	login := &Login{User: Reference{Reference: "User/" + u.ID}}
-	if err := s.Create(ctx, login, PutOptions{TTL: time.Hour}); err != nil {
+	b := seedBot(t, s, p, "bot", store.Identifier{System: "https://s", Value: "v"})
+	bin := mustCreate(t, s, &store.Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 1000)}) // > value threshold
+	login := &store.Login{User: store.Reference{Reference: "User/" + u.ID}}
+	if err := s.Create(ctx, login, store.PutOptions{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	deleted := seedUser(t, s, "deleted@example.com")
@@ -101,10 +103,10 @@ func TestBackupRestore(t *testing.T) {
 	}
 	backup := buf.Bytes()
 
-	dump := func(s *Store) string {
+	dump := func(s *store.Store) string {
 		var sb strings.Builder
-		for _, typ := range ResourceTypes() {
-			rs, err := s.List(ctx, typ, Filter{})
+		for _, typ := range store.ResourceTypes() {
+			rs, err := s.List(ctx, typ, store.Filter{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,17 +119,17 @@ func TestBackupRestore(t *testing.T) {
 	if err := dst.Restore(bytes.NewReader(backup)); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	r := New(dst, Options{})
+	r := store.New(dst, store.Options{})
 	if got, want := dump(r), dump(s); got != want {
 		t.Fatalf("restored data differs:\n%s\nwant\n%s", got, want)
 	}
 	if _, err := r.BotByIdentifier(ctx, p.ID, "https://s", "v"); err != nil {
 		t.Fatalf("bot index not restored: %v", err)
 	}
-	if _, err := r.UserByEmail(ctx, "deleted@example.com"); !errors.Is(err, ErrNotFound) {
+	if _, err := r.UserByEmail(ctx, "deleted@example.com"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted user came back: %v", err)
 	}
-	if got, err := Get[Binary](ctx, r, bin.ID); err != nil || got.Data != bin.Data {
+	if got, err := store.Get[store.Binary](ctx, r, bin.ID); err != nil || got.Data != bin.Data {
 		t.Fatalf("binary not restored: %v", err)
 	}
 	for k, exp := range keysWithPrefixes(t, dst, "r/Login/", "i/Login.") {
@@ -138,18 +140,18 @@ func TestBackupRestore(t *testing.T) {
 
 	t.Run("restore over existing data overwrites and merges", func(t *testing.T) {
 		b.Name = "renamed after backup"
-		if _, err := r.Put(ctx, b, PutOptions{}); err != nil {
+		if _, err := r.Put(ctx, b, store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		extra := seedUser(t, r, "extra@example.com")
 		if err := dst.Restore(bytes.NewReader(backup)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := Get[Bot](ctx, r, b.ID)
+		got, err := store.Get[store.Bot](ctx, r, b.ID)
 		if err != nil || got.Name != "bot" {
 			t.Fatalf("bot after restore = %v, %v; want the backup's name", got, err)
 		}
-		if _, err := Get[User](ctx, r, extra.ID); err != nil {
+		if _, err := store.Get[store.User](ctx, r, extra.ID); err != nil {
 			t.Fatalf("key absent from the backup was dropped: %v", err)
 		}
 	})
@@ -165,16 +167,16 @@ func TestRunGC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	kv, _ := openTestKV(t)
-	s := New(kv, Options{})
+	s := store.New(kv, store.Options{})
 	// Rewrite large values so the value log has garbage to collect.
-	bin := mustCreate(t, s, &Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 4096)})
+	bin := mustCreate(t, s, &store.Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 4096)})
 	for range 20 {
-		if _, err := s.Put(ctx, bin, PutOptions{}); err != nil {
+		if _, err := s.Put(ctx, bin, store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	kv.RunGC()
-	if got, err := Get[Binary](ctx, s, bin.ID); err != nil || got.Data != bin.Data {
+	if got, err := store.Get[store.Binary](ctx, s, bin.ID); err != nil || got.Data != bin.Data {
 		t.Fatalf("binary after GC: %v", err)
 	}
 }
@@ -185,14 +187,14 @@ func TestValueLogGCRunsUntilClose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	kv, err := OpenBadger(BadgerOptions{Dir: dir, GCInterval: 10 * time.Millisecond})
+	kv, err := Open(Options{Dir: dir, GCInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(kv, Options{})
-	bin := mustCreate(t, s, &Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 4096)})
+	s := store.New(kv, store.Options{})
+	bin := mustCreate(t, s, &store.Binary{ContentType: "text/plain", Data: strings.Repeat("QUFB", 4096)})
 	for range 5 {
-		if _, err := s.Put(ctx, bin, PutOptions{}); err != nil {
+		if _, err := s.Put(ctx, bin, store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,7 +212,7 @@ func TestValueLogGCRunsUntilClose(t *testing.T) {
 		t.Fatalf("%d value-log GC passes after Close", n-passes)
 	}
 
-	kv, err = OpenBadger(BadgerOptions{Dir: dir, GCInterval: -1})
+	kv, err = Open(Options{Dir: dir, GCInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestValueLogGCRunsUntilClose(t *testing.T) {
 	if kv.gcEvery != 0 {
 		t.Errorf("a negative GCInterval left the GC loop on (every %v)", kv.gcEvery)
 	}
-	if got, err := Get[Binary](ctx, New(kv, Options{}), bin.ID); err != nil || got.Data != bin.Data {
+	if got, err := store.Get[store.Binary](ctx, store.New(kv, store.Options{}), bin.ID); err != nil || got.Data != bin.Data {
 		t.Fatalf("binary after GC and reopen: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 func TestWriteGuardRefusesWhenTheDiskCannotTakeWrites(t *testing.T) {
@@ -24,7 +26,7 @@ func TestWriteGuardRefusesWhenTheDiskCannotTakeWrites(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.guard(t).check()
-			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrUnwritable)) {
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, store.ErrUnwritable)) {
 				t.Fatalf("check() = %v, want ok=%v", err, tt.ok)
 			}
 		})
@@ -34,7 +36,7 @@ func TestWriteGuardRefusesWhenTheDiskCannotTakeWrites(t *testing.T) {
 func TestWriteGuardRecoversAndLeavesNoProbeFiles(t *testing.T) {
 	dir := t.TempDir()
 	g := newWriteGuard(filepath.Join(dir, "store"), 1<<20)
-	if err := g.check(); !errors.Is(err, ErrUnwritable) {
+	if err := g.check(); !errors.Is(err, store.ErrUnwritable) {
 		t.Fatalf("missing directory: %v", err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, "store"), 0o700); err != nil {
@@ -50,19 +52,19 @@ func TestWriteGuardRecoversAndLeavesNoProbeFiles(t *testing.T) {
 }
 
 func TestUpdateRefusedWhileUnwritableReadsStillWork(t *testing.T) {
-	db, err := OpenBadger(BadgerOptions{Dir: t.TempDir()})
+	db, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st := New(db, Options{})
+	st := store.New(db, store.Options{})
 	ctx := context.Background()
-	u := &User{Email: "a@example.com"}
-	if err := st.Create(ctx, u, PutOptions{}); err != nil {
+	u := &store.User{Email: "a@example.com"}
+	if err := st.Create(ctx, u, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	db.guard.reserve = math.MaxUint64
-	if err := st.Create(ctx, &User{Email: "b@example.com"}, PutOptions{}); !errors.Is(err, ErrUnwritable) {
+	if err := st.Create(ctx, &store.User{Email: "b@example.com"}, store.PutOptions{}); !errors.Is(err, store.ErrUnwritable) {
 		t.Fatalf("write on a full disk: %v", err)
 	}
 	if got, err := st.UserByEmail(ctx, "a@example.com"); err != nil || got.ID != u.ID {
