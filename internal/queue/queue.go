@@ -68,7 +68,8 @@ var ErrRunning = errors.New("job is running")
 type Job struct {
 	// Kind names the worker that runs the job.
 	Kind string
-	// Args is the job's JSON payload, handed to the worker as is. Empty
+	// Args is the job's JSON payload, handed to the worker as the same
+	// JSON value (PostgreSQL may change its spacing and key order). Empty
 	// means none.
 	Args json.RawMessage
 	// UniqueKey, when set, makes the job unique per Kind and key: an
@@ -120,8 +121,9 @@ type KindOptions struct {
 	Timeout time.Duration
 }
 
-// Periodic is a job enqueued on every tick: at each multiple of Every
-// (since the Unix epoch, UTC), once per cluster.
+// Periodic is a job enqueued on every tick, once per cluster: the ticks
+// are the times t.Truncate(Every) == t (for an Every that divides a day,
+// aligned on UTC midnight).
 type Periodic struct {
 	Kind  string
 	Every time.Duration

@@ -99,25 +99,33 @@ func New(ctx context.Context, pool *pgxpool.Pool, txOf TxFunc, o queue.Options, 
 }
 
 // Migrate creates or migrates River's tables in the pool's schema. Two
-// replicas starting at once serialize on an advisory lock: the second
-// finds nothing left to do.
+// replicas starting at once serialize on an advisory lock, held by a
+// connection of its own for the migration's length (River applies each
+// version in its own transaction: one adds an enum value that the next
+// uses): the second finds nothing left to do.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, sl *slog.Logger) error {
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: sl})
 	if err != nil {
 		return fmt.Errorf("preparing River's migrations: %w", err)
 	}
-	tx, err := pool.Begin(ctx)
+	lock, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrating River's schema: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockKey); err != nil {
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
 		return fmt.Errorf("locking River's migrations: %w", err)
 	}
-	if _, err := migrator.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("migrating River's schema: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := lock.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrateLockKey); err != nil {
+			// The lock is the session's: a connection that cannot say
+			// so is closed, which releases it.
+			_ = lock.Conn().Close(uctx)
+		}
+	}()
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrating River's schema: %w", err)
 	}
 	return nil
@@ -182,8 +190,8 @@ func (q *Queue) AddPeriodic(p queue.Periodic) error {
 	every := p.Every
 	q.periodic = append(q.periodic, river.NewPeriodicJob(tickSchedule(every), func() (river.JobArgs, *river.InsertOpts) {
 		tick := time.Now().Truncate(every)
-		return args{kind: p.Kind, UniqueKey: queue.TickKey(tick), Payload: p.Args},
-			&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+		a, opts := q.insertOpts(queue.Job{Kind: p.Kind, UniqueKey: queue.TickKey(tick), Args: p.Args})
+		return a, opts
 	}, &river.PeriodicJobOpts{ID: p.Kind}))
 	return nil
 }
@@ -214,6 +222,7 @@ func (q *Queue) Start(ctx context.Context) error {
 		JobTimeout:                  min(jobTimeout, q.o.RescueAfter),
 		CompletedJobRetentionPeriod: q.o.Retention,
 		FetchPollInterval:           q.o.PollInterval,
+		FetchCooldown:               min(river.FetchCooldownDefault, q.o.PollInterval),
 	}
 	if len(q.kinds) == 0 {
 		cfg.Workers, cfg.Queues = nil, nil
