@@ -150,6 +150,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.storeDir = app.dir
 	h.bots, err = botapi.New(botapi.Options{
 		Store:          app.Store(),
+		Queue:          app.store.queue,
 		Runner:         app.runner,
 		Compiler:       app.compiler,
 		DefaultRuntime: app.BotDefaultRuntime,

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/queue/kvqueue"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -19,10 +22,12 @@ import (
 // directory a second time.
 var stores = caddy.NewUsagePool()
 
-// storeHandle is the pooled value: the open database and the store on it.
+// storeHandle is the pooled value: the open database, the store on it and
+// the durable job queue kept in it (async runs' leases).
 type storeHandle struct {
 	db    *store.Badger
 	store *store.Store
+	queue *kvqueue.Queue
 
 	recovery    sync.Once
 	recoveryErr error
@@ -41,15 +46,29 @@ func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error
 		if n > 0 {
 			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
 		}
+		// The queue works until the directory is closed (Destruct), across
+		// reloads; a job a dead process left running is rescued now.
+		if err := h.queue.Start(ctx); err != nil {
+			h.recoveryErr = fmt.Errorf("starting the job queue: %w", err)
+			return
+		}
 		migrateEmailIndex(h.store, logger)
 	})
 	return h.recoveryErr
 }
 
-// Destruct closes the database when the last config using it is cleaned up.
+// Destruct stops the queue and closes the database when the last config
+// using it is cleaned up. A job still running after the grace is stopped;
+// it is rescued (run again, or for a lease failed) at the next start.
 func (h *storeHandle) Destruct() error {
+	ctx, cancel := context.WithTimeout(context.Background(), queueStopGrace)
+	defer cancel()
+	_ = h.queue.Stop(ctx)
 	return h.db.Close()
 }
+
+// queueStopGrace bounds how long closing the store waits for running jobs.
+const queueStopGrace = 10 * time.Second
 
 // storeKey normalises a directory so that "./data" and "/srv/data" name the
 // same pool entry.
@@ -76,7 +95,13 @@ func openStore(dir string, logger *zap.Logger) (*storeHandle, error) {
 		// means the process that ran any unfinished async job is gone:
 		// recoverJobs marks them failed when a config starts, and migrates
 		// the email index.
-		return &storeHandle{db: db, store: store.New(db, store.Options{})}, nil
+		st := store.New(db, store.Options{})
+		q := kvqueue.New(db, queue.Options{}, logger)
+		if err := botapi.RegisterJobs(q, st, logger); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		return &storeHandle{db: db, store: st, queue: q}, nil
 	})
 	if err != nil {
 		return nil, err
