@@ -141,6 +141,8 @@ const (
 	StateRunning   JobState = "running"
 	StateCompleted JobState = "completed"
 	StateDiscarded JobState = "discarded"
+	// StateCancelled is River's for a job cancelled outside this
+	// interface; Cancel removes the job instead.
 	StateCancelled JobState = "cancelled"
 )
 
@@ -172,8 +174,9 @@ type Queue interface {
 	// EnqueueTx inserts a job in tx, a transaction of the store's KV that
 	// the queue was opened on: the job exists exactly if tx commits.
 	EnqueueTx(ctx context.Context, tx store.Txn, j Job) (Enqueued, error)
-	// Cancel removes a job that is waiting. ErrRunning for a running job
-	// (it goes on); nil for one already finished.
+	// Cancel removes a job that is waiting (Get then finds nothing).
+	// ErrRunning for a running job (it goes on); nil for one already
+	// finished or gone.
 	Cancel(ctx context.Context, id string) error
 	// Get reports a job's state.
 	Get(ctx context.Context, id string) (*Info, error)

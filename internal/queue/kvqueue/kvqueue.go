@@ -349,11 +349,16 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 		case queue.StateRunning:
 			return queue.ErrRunning
 		case queue.StateAvailable:
+			// Removed, as River deletes it: nothing of it is kept.
 			if err := tx.Delete(waitingKey(r.RunAt, r.ID)); err != nil {
 				return err
 			}
-			r.State = queue.StateCancelled
-			return q.finalize(tx, r, false)
+			if r.UniqueKey != "" {
+				if err := tx.Delete(uniqueKey(r.Kind, r.UniqueKey)); err != nil {
+					return err
+				}
+			}
+			return tx.Delete(jobKey(r.ID))
 		}
 		return nil
 	})

@@ -105,6 +105,17 @@ func (r *recorder) worker(fail func(d *queue.Delivery) error) queue.Worker {
 	}
 }
 
+// withWorker registers on q a worker of kind that records each delivery;
+// fail, when not nil, gives each attempt's outcome.
+func withWorker(t *testing.T, q queue.Queue, kind string, fail func(d *queue.Delivery) error, o queue.KindOptions) *recorder {
+	t.Helper()
+	rec := newRecorder()
+	if err := q.Register(kind, rec.worker(fail), o); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 // next waits for a delivery; the bound only ends a test that hangs.
 func (r *recorder) next(t *testing.T) queue.Delivery {
 	t.Helper()
@@ -207,10 +218,7 @@ func Run(t *testing.T, b Backend) {
 
 func runsWithArgs(t *testing.T, b Backend) {
 	q := b.NewStore(t).Open(t, fast())
-	rec := newRecorder()
-	if err := q.Register("echo", rec.worker(nil), queue.KindOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := withWorker(t, q, "echo", nil, queue.KindOptions{})
 	res := enqueue(t, q, queue.Job{Kind: "echo", Args: json.RawMessage(`{"n":1}`)}) // before Start: it waits
 	start(t, q)
 	d := rec.next(t)
@@ -225,16 +233,12 @@ func runsWithArgs(t *testing.T, b Backend) {
 
 func retries(t *testing.T, b Backend) {
 	q := b.NewStore(t).Open(t, fast())
-	rec := newRecorder()
-	err := q.Register("flaky", rec.worker(func(d *queue.Delivery) error {
+	rec := withWorker(t, q, "flaky", func(d *queue.Delivery) error {
 		if d.Attempt < 3 {
 			return errors.New("not yet")
 		}
 		return nil
-	}), queue.KindOptions{MaxAttempts: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, queue.KindOptions{MaxAttempts: 5})
 	start(t, q)
 	res := enqueue(t, q, queue.Job{Kind: "flaky"})
 	for want := 1; want <= 3; want++ {
@@ -247,10 +251,7 @@ func retries(t *testing.T, b Backend) {
 
 func discards(t *testing.T, b Backend) {
 	q := b.NewStore(t).Open(t, fast())
-	rec := newRecorder()
-	if err := q.Register("doomed", rec.worker(func(*queue.Delivery) error { return errors.New("always") }), queue.KindOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := withWorker(t, q, "doomed", func(*queue.Delivery) error { return errors.New("always") }, queue.KindOptions{})
 	start(t, q)
 	res := enqueue(t, q, queue.Job{Kind: "doomed", MaxAttempts: 2})
 	waitState(t, q, res.ID, queue.StateDiscarded)
@@ -261,10 +262,7 @@ func discards(t *testing.T, b Backend) {
 
 func unique(t *testing.T, b Backend) {
 	q := b.NewStore(t).Open(t, fast())
-	rec := newRecorder()
-	if err := q.Register("once", rec.worker(nil), queue.KindOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := withWorker(t, q, "once", nil, queue.KindOptions{})
 	first := enqueue(t, q, queue.Job{Kind: "once", UniqueKey: "k"})
 	second := enqueue(t, q, queue.Job{Kind: "once", UniqueKey: "k"})
 	other := enqueue(t, q, queue.Job{Kind: "once", UniqueKey: "k2"})
@@ -285,10 +283,7 @@ func unique(t *testing.T, b Backend) {
 
 func scheduledCancel(t *testing.T, b Backend) {
 	q := b.NewStore(t).Open(t, fast())
-	rec := newRecorder()
-	if err := q.Register("later", rec.worker(nil), queue.KindOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := withWorker(t, q, "later", nil, queue.KindOptions{})
 	start(t, q)
 	res := enqueue(t, q, queue.Job{Kind: "later", UniqueKey: "u", RunAt: time.Now().Add(time.Hour)})
 	info, err := q.Get(context.Background(), res.ID)
@@ -297,6 +292,12 @@ func scheduledCancel(t *testing.T, b Backend) {
 	}
 	if err := q.Cancel(context.Background(), res.ID); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := q.Get(context.Background(), res.ID); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("a cancelled job: Get = %v, want ErrNotFound", err)
+	}
+	if err := q.Cancel(context.Background(), res.ID); err != nil && !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("cancelling a cancelled job: %v", err)
 	}
 	// The key is free again, and the new job runs; the cancelled never.
 	again := enqueue(t, q, queue.Job{Kind: "later", UniqueKey: "u"})
@@ -314,10 +315,7 @@ func scheduledCancel(t *testing.T, b Backend) {
 func enqueueTx(t *testing.T, b Backend) {
 	s := b.NewStore(t)
 	q := s.Open(t, fast())
-	rec := newRecorder()
-	if err := q.Register("tx", rec.worker(nil), queue.KindOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := withWorker(t, q, "tx", nil, queue.KindOptions{})
 	ctx := context.Background()
 	rollback := errors.New("rolled back")
 	var lost string
@@ -359,10 +357,7 @@ func enqueueTx(t *testing.T, b Backend) {
 
 func periodic(t *testing.T, b Backend) {
 	q := b.NewStore(t).Open(t, fast())
-	rec := newRecorder()
-	if err := q.Register("tick", rec.worker(nil), queue.KindOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rec := withWorker(t, q, "tick", nil, queue.KindOptions{})
 	if err := q.AddPeriodic(queue.Periodic{Kind: "tick", Every: time.Second, Args: json.RawMessage(`{"p":1}`)}); err != nil {
 		t.Fatal(err)
 	}

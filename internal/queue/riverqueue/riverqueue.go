@@ -75,6 +75,7 @@ type Queue struct {
 	periodic []*river.PeriodicJob
 	inserter *river.Client[pgx.Tx] // inserts, cancels and reads; works nothing
 	client   *river.Client[pgx.Tx] // works jobs, from Start
+	started  bool
 }
 
 // New migrates River's schema and returns a queue on pool. txOf unwraps
@@ -164,7 +165,7 @@ func delivery(row *rivertype.JobRow, a args) *queue.Delivery {
 func (q *Queue) Register(kind string, w queue.Worker, o queue.KindOptions) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.client != nil {
+	if q.client != nil || q.started {
 		return errors.New("registering a job kind after the queue started")
 	}
 	o = o.WithDefaults()
@@ -184,7 +185,7 @@ func (q *Queue) AddPeriodic(p queue.Periodic) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.client != nil {
+	if q.client != nil || q.started {
 		return errors.New("adding a periodic job after the queue started")
 	}
 	every := p.Every
@@ -206,7 +207,7 @@ func (s tickSchedule) Next(t time.Time) time.Time { return queue.NextTick(t, tim
 func (q *Queue) Start(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.client != nil {
+	if q.client != nil || q.started {
 		return errors.New("the queue is already started")
 	}
 	jobTimeout := queue.DefaultTimeout
@@ -225,7 +226,13 @@ func (q *Queue) Start(ctx context.Context) error {
 		FetchCooldown:               min(river.FetchCooldownDefault, q.o.PollInterval),
 	}
 	if len(q.kinds) == 0 {
-		cfg.Workers, cfg.Queues = nil, nil
+		// River starts no client without workers: this replica inserts
+		// only, and leaves the rescue and the periodic jobs to the others.
+		if len(q.periodic) > 0 {
+			return errors.New("periodic jobs need their kind's worker registered")
+		}
+		q.started = true
+		return nil
 	}
 	c, err := river.NewClient(riverpgxv5.New(q.pool), cfg)
 	if err != nil {
