@@ -31,6 +31,7 @@ func newBotAPI(ctx caddy.Context, app *App, logger *zap.Logger, maxBody int64) (
 	}
 	api, err := botapi.New(botapi.Options{
 		Store:          app.Store(),
+		Queue:          app.store.queue,
 		Runner:         app.runner,
 		Compiler:       app.compiler,
 		DefaultRuntime: app.BotDefaultRuntime,

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -18,27 +20,40 @@ import (
 // open handle instead of opening the storage a second time.
 var stores = caddy.NewUsagePool()
 
-// storeHandle is the pooled value: the open storage and the store on it.
+// storeHandle is the pooled value: the open storage, the store on it and
+// the durable job queue kept with it (async runs' leases).
 type storeHandle struct {
 	kv    store.KV
 	store *store.Store
+	queue queue.Queue
 
 	recovery    sync.Once
 	recoveryErr error
 }
 
-// recoverJobs marks as failed the async jobs left unfinished by the process
-// that last had the directory, once per opening (a reload reuses the
-// handle). It runs from Start, so `caddy validate` does not write.
+// recoverJobs, once per opening (a reload reuses the handle), marks as
+// failed the async jobs left unfinished by the process that last had a
+// Badger directory, and starts the job queue. On PostgreSQL other live
+// replicas run jobs too, so nothing is failed at start: a dead replica's
+// runs are failed when their leases run out, by whichever replica's queue
+// notices. It runs from Start, so `caddy validate` does not write.
 func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error {
 	h.recovery.Do(func() {
-		n, err := botapi.FailInterruptedJobs(ctx, h.store)
-		if err != nil {
-			h.recoveryErr = fmt.Errorf("recovering async jobs: %w", err)
-			return
+		if !sharedStorage(h.kv) {
+			n, err := botapi.FailInterruptedJobs(ctx, h.store)
+			if err != nil {
+				h.recoveryErr = fmt.Errorf("recovering async jobs: %w", err)
+				return
+			}
+			if n > 0 {
+				logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
+			}
 		}
-		if n > 0 {
-			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
+		// The queue works until the directory is closed (Destruct), across
+		// reloads; a job a dead process left running is rescued now.
+		if err := h.queue.Start(ctx); err != nil {
+			h.recoveryErr = fmt.Errorf("starting the job queue: %w", err)
+			return
 		}
 		migrateEmailIndex(h.store, logger)
 		migrateClientSecrets(h.store, logger)
@@ -46,10 +61,18 @@ func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error
 	return h.recoveryErr
 }
 
-// Destruct closes the storage when the last config using it is cleaned up.
+// Destruct stops the queue and closes the storage when the last config
+// using it is cleaned up. A job still running after the grace is stopped;
+// it is rescued (run again, or for a lease failed) at the next start.
 func (h *storeHandle) Destruct() error {
+	ctx, cancel := context.WithTimeout(context.Background(), queueStopGrace)
+	defer cancel()
+	_ = h.queue.Stop(ctx)
 	return h.kv.Close()
 }
+
+// queueStopGrace bounds how long closing the store waits for running jobs.
+const queueStopGrace = 10 * time.Second
 
 // openStore returns the pooled store on storage, opening it on first use.
 func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (*storeHandle, error) {
@@ -62,7 +85,17 @@ func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (
 		// means the process that ran any unfinished async job is gone:
 		// recoverJobs marks them failed when a config starts, and migrates
 		// the email index.
-		return &storeHandle{kv: kv, store: store.New(kv, store.Options{})}, nil
+		st := store.New(kv, store.Options{})
+		q, err := openQueue(ctx, kv, logger)
+		if err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
+		if err := botapi.RegisterJobs(q, st, logger); err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
+		return &storeHandle{kv: kv, store: st, queue: q}, nil
 	})
 	if err != nil {
 		return nil, err

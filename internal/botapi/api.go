@@ -12,6 +12,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -74,7 +75,17 @@ type Options struct {
 	// must keep for bot records to be written; below it they are refused
 	// as at the quota. Zero means DefaultRecordsDiskReserve.
 	RecordsDiskReserve uint64
-	Logger             *zap.Logger
+	// Queue holds async runs' leases, so that a job whose replica died is
+	// marked failed by another (RegisterJobs must have registered the
+	// lease worker on it). Nil runs async jobs without a lease: for a
+	// store one process has alone, whose restart fails its unfinished jobs
+	// (FailInterruptedJobs).
+	Queue queue.Queue
+	// AsyncLease is how long an async run's replica may go without
+	// renewing its lease before the job is marked failed. Zero means
+	// DefaultAsyncLease.
+	AsyncLease time.Duration
+	Logger     *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)
@@ -117,6 +128,9 @@ func New(o Options) (*API, error) {
 	}
 	if o.RecordsDiskReserve == 0 {
 		o.RecordsDiskReserve = DefaultRecordsDiskReserve
+	}
+	if o.AsyncLease <= 0 {
+		o.AsyncLease = DefaultAsyncLease
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

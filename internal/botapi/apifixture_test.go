@@ -60,7 +60,13 @@ type backendRequest struct {
 // Logger are set by it, and its Compiler unless the test gives one.
 func newAPIFixture(t *testing.T, o Options) *apiFixture {
 	t.Helper()
-	f := &apiFixture{st: storetest.Open(t)}
+	return newAPIFixtureOn(t, storetest.Open(t), o)
+}
+
+// newAPIFixtureOn builds the fixture on st.
+func newAPIFixtureOn(t *testing.T, st *store.Store, o Options) *apiFixture {
+	t.Helper()
+	f := &apiFixture{st: st}
 
 	idp := gatewaytest.IdentityProvider(t)
 	f.slowStarted, f.release = make(chan struct{}, 16), make(chan struct{})

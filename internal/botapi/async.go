@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
@@ -37,14 +38,22 @@ func wantsAsync(r *http.Request) bool {
 // startJob records an accepted AsyncJob and answers 202 with its status
 // URL; run then does the work and records the outcome. It reports whether
 // the job started (false: the job could not be recorded, and the error is
-// answered).
+// answered). The job's lease (lease.go) is enqueued before the job is
+// written, so no crash leaves an accepted job without one.
 func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, base string, run func(ctx context.Context) *botrunner.Result) bool {
 	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
+	job.ID = uuid.Must(uuid.NewV7()).String()
 	job.Meta.Project = id.ProjectID
 	if id.UserID != "" {
 		job.Owner = &store.Reference{Reference: "User/" + id.UserID}
 	}
-	if err := a.o.Store.Create(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
+	l, err := takeLease(r.Context(), a.o.Queue, job.ID, a.o.AsyncLease)
+	if err != nil {
+		a.writeStoreError(w, err)
+		return false
+	}
+	if _, err := a.o.Store.Put(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
+		l.release(a.o.Logger)
 		a.writeJobRefusal(w, err)
 		return false
 	}
@@ -56,6 +65,18 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 	ctx, end := a.life.begin(context.WithoutCancel(r.Context()))
 	go func() {
 		defer end()
+		leaseCtx, stopLease := context.WithCancel(context.Background())
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			l.keep(leaseCtx, a.o.Logger)
+		}()
+		// After the end is recorded (the deferred calls run in reverse).
+		defer func() {
+			stopLease()
+			<-kept
+			l.release(a.o.Logger)
+		}()
 		defer func() {
 			if p := recover(); p != nil {
 				a.o.Logger.Error("async bot job panicked", zap.String("job", job.ID), zap.Any("panic", p))
@@ -81,21 +102,30 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 // finishJob records a job's end. A result the store refuses (the project
 // is at its quota of bot records, or the disk at its reserve) fails the
 // job instead, with a short outcome written past the quota, so its poller
-// learns why rather than waiting forever.
+// learns why rather than waiting forever. The write is conditional on the
+// accepted version: a job whose lease ran out meanwhile (its replica was
+// taken for dead) keeps the failure it was given.
 func (a *API) finishJob(job *store.AsyncJob, status string, output map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	accepted := job.Meta.VersionID
 	job.Status = status
 	job.TransactionTime = store.FormatTime(time.Now())
 	job.Output = output
-	_, err := a.o.Store.Put(ctx, job, a.o.recordOptions(jobRetention))
+	opts := a.o.recordOptions(jobRetention)
+	opts.IfMatch = accepted
+	_, err := a.o.Store.Put(ctx, job, opts)
 	if reason := refusalReason(err); reason != "" {
 		a.o.OnRecordRefused("async_job", reason)
 		a.o.Logger.Warn("async job result refused by the store", zap.String("job", job.ID),
 			zap.String("project", job.Meta.Project), zap.String("reason", reason), zap.Error(err))
 		job.Status = jobError
 		job.Output = outcomeParameter(http.StatusInsufficientStorage, "the job's result was not stored: "+refusalText(err))
-		_, err = a.o.Store.Put(ctx, job, store.PutOptions{TTL: jobRetention})
+		_, err = a.o.Store.Put(ctx, job, store.PutOptions{TTL: jobRetention, IfMatch: accepted})
+	}
+	if errors.Is(err, store.ErrConflict) {
+		a.o.Logger.Warn("async job ended by its lease before its run recorded the end", zap.String("job", job.ID))
+		return
 	}
 	if err != nil {
 		a.o.Logger.Error("recording async job result", zap.String("job", job.ID), zap.Error(err))
@@ -234,7 +264,10 @@ func mayReadJob(job *store.AsyncJob, id *oauth.Identity) bool {
 // FailInterruptedJobs marks jobs left accepted or active by a process that
 // stopped (a crash or restart) as failed, so pollers get an answer instead
 // of waiting forever. Call it once when the store is first opened, never on
-// a config reload: the previous config's jobs are still running then.
+// a config reload: the previous config's jobs are still running then. It is
+// for a store that one process has alone (Badger): on a shared store the
+// other replicas' jobs are live, and a dead replica's are failed by their
+// lease (lease.go).
 func FailInterruptedJobs(ctx context.Context, st *store.Store) (int, error) {
 	jobs, err := store.Search[store.AsyncJob](ctx, st, store.Filter{Limit: 100000})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,10 +12,17 @@ import (
 	"github.com/fhirgate/fhirgate/botrunner/workertest"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 )
 
-// TestMain doubles as the compile process the tests' Compiler starts.
-func TestMain(m *testing.M) { workertest.Main(m) }
+// TestMain doubles as the compile process the tests' Compiler starts, and
+// drops the PostgreSQL database of the replica tests after the run.
+func TestMain(m *testing.M) {
+	if botrunner.IsWorkerProcess() {
+		workertest.Main(m) // serves the worker and exits
+	}
+	os.Exit(pgkvtest.Main(m))
+}
 
 // newCompiler returns a Compiler whose processes are this test binary.
 func newCompiler(t testing.TB) *botrunner.Compiler { return workertest.Compiler(t) }

@@ -1,0 +1,171 @@
+package kvqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// dispatchLoop claims due jobs whenever a worker slot is free, on a local
+// Enqueue, a finished job, or every PollInterval (for jobs whose time has
+// come).
+func (q *Queue) dispatchLoop(ctx context.Context) {
+	defer q.loops.Done()
+	t := time.NewTicker(q.o.PollInterval)
+	defer t.Stop()
+	for {
+		if err := q.dispatch(ctx); err != nil && ctx.Err() == nil {
+			q.logger.Error("claiming queued jobs", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// dispatch claims as many due jobs as there are free slots and starts
+// them.
+func (q *Queue) dispatch(ctx context.Context) error {
+	for {
+		free := cap(q.slots) - len(q.slots)
+		if free == 0 {
+			return nil
+		}
+		claimed, err := q.claim(ctx, free)
+		if err != nil {
+			return err
+		}
+		for _, r := range claimed {
+			q.slots <- struct{}{}
+			q.running.Add(1)
+			go q.run(r)
+		}
+		if len(claimed) < free {
+			return nil
+		}
+	}
+}
+
+// claim marks up to n due jobs of registered kinds running, in one
+// transaction.
+func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
+	q.mu.Lock()
+	kinds := q.kinds
+	q.mu.Unlock()
+	var claimed []*record
+	err := q.kv.Update(ctx, func(tx store.Txn) error {
+		claimed = claimed[:0]
+		now := time.Now()
+		var due []string
+		err := tx.Scan([]byte(prefixWaiting), false, func(key, _ []byte) error {
+			at, id, ok := parseWaiting(key)
+			if !ok {
+				return nil
+			}
+			if at.After(now) {
+				return store.ErrStopScan
+			}
+			due = append(due, string(key), id)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i := 0; i < len(due) && len(claimed) < n; i += 2 {
+			r, err := readRecord(tx, due[i+1])
+			if errors.Is(err, queue.ErrNotFound) {
+				if err := tx.Delete([]byte(due[i])); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if _, ok := kinds[r.Kind]; !ok {
+				continue // no worker in this process: it waits
+			}
+			r.State = queue.StateRunning
+			r.Attempt++
+			if err := tx.Delete([]byte(due[i])); err != nil {
+				return err
+			}
+			if err := tx.Set(runningKey(r.ID), nil, 0); err != nil {
+				return err
+			}
+			if err := writeRecord(tx, r, 0); err != nil {
+				return err
+			}
+			claimed = append(claimed, r)
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+// run runs one attempt and records its outcome.
+func (q *Queue) run(r *record) {
+	defer q.running.Done()
+	defer func() {
+		<-q.slots
+		q.notify()
+	}()
+	q.mu.Lock()
+	kd := q.kinds[r.Kind]
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(q.workCtx, kd.opts.Timeout)
+	err := safeWork(ctx, kd.work, &queue.Delivery{
+		ID: r.ID, Kind: r.Kind, Args: r.Args, UniqueKey: r.UniqueKey,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Rescued: r.Rescued,
+	})
+	cancel()
+	// The outcome is recorded even when the queue is stopping: a job that
+	// ran must not run again for want of the write.
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	werr := q.kv.Update(wctx, func(tx store.Txn) error {
+		cur, rerr := readRecord(tx, r.ID)
+		if rerr != nil {
+			return rerr
+		}
+		if cur.State != queue.StateRunning || cur.Attempt != r.Attempt {
+			return nil // cancelled or settled meanwhile
+		}
+		cur.Rescued = false
+		if err == nil {
+			if derr := tx.Delete(runningKey(cur.ID)); derr != nil {
+				return derr
+			}
+			cur.State, cur.LastError = queue.StateCompleted, ""
+			return q.finalize(tx, cur, true)
+		}
+		cur.LastError = err.Error()
+		return q.settle(tx, cur, time.Now())
+	})
+	if werr != nil {
+		q.logger.Error("recording a job's outcome", zap.String("job", r.ID), zap.String("kind", r.Kind), zap.Error(werr))
+	}
+	if err != nil {
+		q.logger.Warn("job attempt failed", zap.String("job", r.ID), zap.String("kind", r.Kind),
+			zap.Int("attempt", r.Attempt), zap.Int("max_attempts", r.MaxAttempts), zap.Error(err))
+	}
+}
+
+// safeWork runs w, turning a panic into an error.
+func safeWork(ctx context.Context, w queue.Worker, d *queue.Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("job %s (%s) panicked: %v", d.ID, d.Kind, p)
+		}
+	}()
+	return w(ctx, d)
+}

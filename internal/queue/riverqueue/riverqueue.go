@@ -1,0 +1,396 @@
+// Package riverqueue implements [queue.Queue] with River
+// (github.com/riverqueue/river) on PostgreSQL, for gateway replicas that
+// share one database. Every replica runs one Queue on the store's pool:
+//
+//   - jobs are rows of river_job, inserted in the caller's transaction
+//     (EnqueueTx on a pgkv transaction) or alone (Enqueue), and fetched by
+//     whichever replica has a free worker;
+//   - River elects one leader among the replicas; it enqueues periodic
+//     jobs (each tick also carries a unique key, so a change of leader
+//     cannot enqueue one twice) and rescues jobs running past their lease
+//     (the kind's Timeout, at least Options.RescueAfter): a replica that
+//     died mid-job has its job run again elsewhere, marked Rescued;
+//   - unique keys are River's unique jobs by args (the key alone).
+//
+// River's tables are created and migrated by [Migrate] (New calls it),
+// under a transaction-scoped advisory lock, so replicas starting at once
+// migrate once.
+package riverqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// rescuedError is what River's rescuer records as the error of the
+// attempt it rescued (river internal/maintenance/job_rescuer.go).
+const rescuedError = "Stuck job rescued by JobRescuer"
+
+// migrateLockKey is the advisory lock taken while River's schema is
+// migrated ("fhirgate-river" in hex, truncated to 63 bits).
+const migrateLockKey int64 = 0x6668697267617465
+
+// args is every job's River args: the kind is the job's, not the type's,
+// and only the unique key takes part in River's uniqueness by args.
+type args struct {
+	kind      string
+	UniqueKey string          `json:"unique_key,omitempty" river:"unique"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+}
+
+func (a args) Kind() string { return a.kind }
+
+// TxFunc returns the pgx transaction behind a store transaction (pgkv.PgxTx).
+type TxFunc func(store.Txn) (pgx.Tx, error)
+
+// Queue is the River queue of one replica.
+type Queue struct {
+	pool   *pgxpool.Pool
+	txOf   TxFunc
+	o      queue.Options
+	logger *zap.Logger
+	slog   *slog.Logger
+
+	mu       sync.Mutex
+	kinds    map[string]queue.KindOptions
+	workers  *river.Workers
+	periodic []*river.PeriodicJob
+	inserter *river.Client[pgx.Tx] // inserts, cancels and reads; works nothing
+	client   *river.Client[pgx.Tx] // works jobs, from Start
+	started  bool
+}
+
+// New migrates River's schema and returns a queue on pool. txOf unwraps
+// the store transactions given to EnqueueTx. logger may be nil.
+func New(ctx context.Context, pool *pgxpool.Pool, txOf TxFunc, o queue.Options, logger *zap.Logger) (*Queue, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	// River logs each start and stop at info; keep its warnings and errors.
+	sl := slog.New(zapslog.NewHandler(logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel)).Core()))
+	if err := Migrate(ctx, pool, sl); err != nil {
+		return nil, err
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: sl})
+	if err != nil {
+		return nil, fmt.Errorf("creating the River client: %w", err)
+	}
+	return &Queue{
+		pool: pool, txOf: txOf, o: o.WithDefaults(), logger: logger, slog: sl,
+		kinds: map[string]queue.KindOptions{}, workers: river.NewWorkers(), inserter: inserter,
+	}, nil
+}
+
+// Migrate creates or migrates River's tables in the pool's schema. Two
+// replicas starting at once serialize on an advisory lock, held by a
+// connection of its own for the migration's length (River applies each
+// version in its own transaction: one adds an enum value that the next
+// uses): the second finds nothing left to do.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, sl *slog.Logger) error {
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: sl})
+	if err != nil {
+		return fmt.Errorf("preparing River's migrations: %w", err)
+	}
+	lock, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating River's schema: %w", err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+		return fmt.Errorf("locking River's migrations: %w", err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := lock.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrateLockKey); err != nil {
+			// The lock is the session's: a connection that cannot say
+			// so is closed, which releases it.
+			_ = lock.Conn().Close(uctx)
+		}
+	}()
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrating River's schema: %w", err)
+	}
+	return nil
+}
+
+// worker adapts a queue.Worker to River.
+type worker struct {
+	river.WorkerDefaults[args]
+	fn      queue.Worker
+	timeout time.Duration
+	backoff func(int) time.Duration
+}
+
+func (w *worker) Timeout(*river.Job[args]) time.Duration { return w.timeout }
+
+func (w *worker) NextRetry(j *river.Job[args]) time.Time {
+	return time.Now().Add(w.backoff(j.Attempt))
+}
+
+func (w *worker) Work(ctx context.Context, j *river.Job[args]) error {
+	return w.fn(ctx, delivery(j.JobRow, j.Args))
+}
+
+func delivery(row *rivertype.JobRow, a args) *queue.Delivery {
+	d := &queue.Delivery{
+		ID: strconv.FormatInt(row.ID, 10), Kind: row.Kind, Args: a.Payload, UniqueKey: a.UniqueKey,
+		Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+	}
+	if n := len(row.Errors); n > 0 && row.Errors[n-1].Error == rescuedError {
+		d.Rescued = true
+	}
+	return d
+}
+
+// Register implements queue.Queue.
+func (q *Queue) Register(kind string, w queue.Worker, o queue.KindOptions) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.client != nil || q.started {
+		return errors.New("registering a job kind after the queue started")
+	}
+	o = o.WithDefaults()
+	if _, dup := q.kinds[kind]; dup || kind == "" {
+		return fmt.Errorf("job kind %q is empty or already registered", kind)
+	}
+	river.AddWorkerArgs(q.workers, args{kind: kind}, river.Worker[args](&worker{fn: w, timeout: o.Timeout, backoff: q.o.Backoff}))
+	q.kinds[kind] = o
+	return nil
+}
+
+// AddPeriodic implements queue.Queue. The tick is the schedule's: the
+// multiples of Every.
+func (q *Queue) AddPeriodic(p queue.Periodic) error {
+	if p.Kind == "" || p.Every <= 0 {
+		return fmt.Errorf("periodic job %q: needs a kind and a positive interval", p.Kind)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.client != nil || q.started {
+		return errors.New("adding a periodic job after the queue started")
+	}
+	every := p.Every
+	q.periodic = append(q.periodic, river.NewPeriodicJob(tickSchedule(every), func() (river.JobArgs, *river.InsertOpts) {
+		tick := time.Now().Truncate(every)
+		a, opts := q.insertOpts(queue.Job{Kind: p.Kind, UniqueKey: queue.TickKey(tick), Args: p.Args})
+		return a, opts
+	}, &river.PeriodicJobOpts{ID: p.Kind}))
+	return nil
+}
+
+// tickSchedule fires at the multiples of an interval.
+type tickSchedule time.Duration
+
+func (s tickSchedule) Next(t time.Time) time.Time { return queue.NextTick(t, time.Duration(s)) }
+
+// Start implements queue.Queue: it creates this replica's working client,
+// which joins the leader election (so the rescue and the periodic jobs).
+func (q *Queue) Start(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.client != nil || q.started {
+		return errors.New("the queue is already started")
+	}
+	jobTimeout := queue.DefaultTimeout
+	for _, o := range q.kinds {
+		jobTimeout = max(jobTimeout, o.Timeout)
+	}
+	cfg := &river.Config{
+		Logger:                      q.slog,
+		Workers:                     q.workers,
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: q.o.Workers}},
+		PeriodicJobs:                q.periodic,
+		RescueStuckJobsAfter:        q.o.RescueAfter,
+		JobTimeout:                  min(jobTimeout, q.o.RescueAfter),
+		CompletedJobRetentionPeriod: q.o.Retention,
+		FetchPollInterval:           q.o.PollInterval,
+		FetchCooldown:               min(river.FetchCooldownDefault, q.o.PollInterval),
+	}
+	if len(q.kinds) == 0 {
+		// River starts no client without workers: this replica inserts
+		// only, and leaves the rescue and the periodic jobs to the others.
+		if len(q.periodic) > 0 {
+			return errors.New("periodic jobs need their kind's worker registered")
+		}
+		q.started = true
+		return nil
+	}
+	c, err := river.NewClient(riverpgxv5.New(q.pool), cfg)
+	if err != nil {
+		return fmt.Errorf("creating the River client: %w", err)
+	}
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("starting the River client: %w", err)
+	}
+	q.client = c
+	return nil
+}
+
+// Stop implements queue.Queue: River's graceful stop, then, when ctx
+// ends first, a stop that cancels the running jobs.
+func (q *Queue) Stop(ctx context.Context) error {
+	q.mu.Lock()
+	c := q.client
+	q.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	err := c.Stop(ctx)
+	if ctx.Err() == nil {
+		return err
+	}
+	hard, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.StopAndCancel(hard)
+	return ctx.Err()
+}
+
+// insertOpts maps a job onto River's insert options.
+func (q *Queue) insertOpts(j queue.Job) (args, *river.InsertOpts) {
+	q.mu.Lock()
+	o, ok := q.kinds[j.Kind]
+	q.mu.Unlock()
+	if !ok {
+		o = queue.KindOptions{}.WithDefaults()
+	}
+	opts := &river.InsertOpts{MaxAttempts: o.MaxAttempts, ScheduledAt: j.RunAt}
+	if j.MaxAttempts > 0 {
+		opts.MaxAttempts = j.MaxAttempts
+	}
+	if j.UniqueKey != "" {
+		opts.UniqueOpts = river.UniqueOpts{ByArgs: true}
+	}
+	return args{kind: j.Kind, UniqueKey: j.UniqueKey, Payload: j.Args}, opts
+}
+
+func enqueued(res *rivertype.JobInsertResult) queue.Enqueued {
+	return queue.Enqueued{ID: strconv.FormatInt(res.Job.ID, 10), Duplicate: res.UniqueSkippedAsDuplicate}
+}
+
+// Enqueue implements queue.Queue.
+func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error) {
+	if j.Kind == "" {
+		return queue.Enqueued{}, errors.New("enqueuing a job without a kind")
+	}
+	a, opts := q.insertOpts(j)
+	res, err := q.inserter.Insert(ctx, a, opts)
+	if err != nil {
+		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
+	}
+	return enqueued(res), nil
+}
+
+// EnqueueTx implements queue.Queue: tx is a transaction of the pgkv store
+// on the queue's pool, and the job is a row written in it.
+func (q *Queue) EnqueueTx(ctx context.Context, tx store.Txn, j queue.Job) (queue.Enqueued, error) {
+	if j.Kind == "" {
+		return queue.Enqueued{}, errors.New("enqueuing a job without a kind")
+	}
+	ptx, err := q.txOf(tx)
+	if err != nil {
+		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
+	}
+	a, opts := q.insertOpts(j)
+	res, err := q.inserter.InsertTx(ctx, ptx, a, opts)
+	if err != nil {
+		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
+	}
+	return enqueued(res), nil
+}
+
+func parseID(id string) (int64, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return 0, queue.ErrNotFound
+	}
+	return n, nil
+}
+
+// Cancel implements queue.Queue.
+func (q *Queue) Cancel(ctx context.Context, id string) error {
+	n, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	row, err := q.inserter.JobGet(ctx, n)
+	if errors.Is(err, river.ErrNotFound) {
+		return queue.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("reading job %s: %w", id, err)
+	}
+	switch row.State {
+	case rivertype.JobStateRunning:
+		return queue.ErrRunning
+	case rivertype.JobStateCompleted, rivertype.JobStateDiscarded, rivertype.JobStateCancelled:
+		return nil
+	}
+	// Deleting (not River's cancel, which lets a running job finish and
+	// keeps the row) frees its unique key at once. A job that a worker
+	// fetched meanwhile is refused by JobDelete.
+	_, err = q.inserter.JobDelete(ctx, n)
+	if errors.Is(err, rivertype.ErrJobRunning) {
+		return queue.ErrRunning
+	}
+	if err != nil && !errors.Is(err, river.ErrNotFound) {
+		return fmt.Errorf("cancelling job %s: %w", id, err)
+	}
+	return nil
+}
+
+// Get implements queue.Queue.
+func (q *Queue) Get(ctx context.Context, id string) (*queue.Info, error) {
+	n, err := parseID(id)
+	if err != nil {
+		return nil, err
+	}
+	row, err := q.inserter.JobGet(ctx, n)
+	if errors.Is(err, river.ErrNotFound) {
+		return nil, queue.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, err)
+	}
+	var a args
+	_ = json.Unmarshal(row.EncodedArgs, &a)
+	return &queue.Info{ID: id, Kind: row.Kind, State: state(row.State), Attempt: row.Attempt, UniqueKey: a.UniqueKey, RunAt: row.ScheduledAt}, nil
+}
+
+// state maps River's states onto the queue's.
+func state(s rivertype.JobState) queue.JobState {
+	switch s {
+	case rivertype.JobStateRunning:
+		return queue.StateRunning
+	case rivertype.JobStateCompleted:
+		return queue.StateCompleted
+	case rivertype.JobStateDiscarded:
+		return queue.StateDiscarded
+	case rivertype.JobStateCancelled:
+		return queue.StateCancelled
+	case rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStatePending:
+		return queue.StateScheduled
+	}
+	return queue.StateAvailable
+}
+
+// Interface guards
+var _ queue.Queue = (*Queue)(nil)
