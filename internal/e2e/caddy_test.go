@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 )
 
 // caddyBin is the Caddy built from cmd/caddy for this test run.
@@ -51,7 +53,8 @@ func runMain(m *testing.M) int {
 		fmt.Println("e2e: building caddy:", err)
 		return 1
 	}
-	return m.Run()
+	// pgkvtest.Main drops the PostgreSQL database the tests made, if any.
+	return pgkvtest.Main(m)
 }
 
 // freePort returns a loopback port that was free a moment ago.
