@@ -133,6 +133,7 @@ func (a *App) adminHandler(logger *zap.Logger) http.Handler {
 			}
 			// A backup from an older release brings its email index back.
 			migrateEmailIndex(st, a.logger)
+			migrateClientSecrets(st, a.logger)
 			// The backup's signing keys (a Badger deployment moving to
 			// PostgreSQL) verify its tokens from now on.
 			if err := a.tokens.Reload(context.Background()); err != nil {

@@ -72,6 +72,15 @@ type App struct {
 	// (336h).
 	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
 
+	// AllowShortAccessTokens accepts an `access_token_ttl` (here or on a
+	// client) under 6 minutes. A default MedplumClient refreshes a token
+	// 5 minutes before it expires (its `refreshGracePeriod`), so with a
+	// shorter lifetime it sees every token as expired and refreshes in a
+	// loop; with this option set, configure the clients with a smaller
+	// `refreshGracePeriod`. Default: false, such a lifetime is a config
+	// error.
+	AllowShortAccessTokens bool `json:"allow_short_access_tokens,omitempty"`
+
 	// UserinfoTimeout bounds each call to an identity provider's userinfo
 	// endpoint, body included, unless the client sets its own. Default: 5s.
 	UserinfoTimeout caddy.Duration `json:"userinfo_timeout,omitempty"`
@@ -267,6 +276,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 
+	if err := a.checkTokenLifetimes(); err != nil {
+		return err
+	}
 	storage, err := a.loadStorage(ctx)
 	if err != nil {
 		return err

@@ -46,8 +46,11 @@ type declared struct {
 type declaredProject struct {
 	project *store.Project
 	clients []*store.ClientApplication
-	users   []*declaredUser
-	bots    []*declaredBot
+	// machines are the memberships of the clients that sign in as
+	// themselves.
+	machines []*store.ProjectMembership
+	users    []*declaredUser
+	bots     []*declaredBot
 }
 
 // declaredUser is a person: the User is created when no user has the
@@ -118,16 +121,13 @@ func checkProject(ctx context.Context, st *store.Store, c deploy.Compiler, pid s
 		if c == nil {
 			c = new(ClientConfig)
 		}
+		repl := caddy.NewReplacer()
 		client := &store.ClientApplication{
-			Name: cid,
-			IdentityProvider: &store.IdentityProvider{
-				UserInfoURL:          c.UserinfoURL,
-				UseSubject:           c.UseSubject,
-				AllowUnverifiedEmail: c.AllowUnverifiedEmail,
-				Timeout:              durationString(c.Timeout),
-				CacheTTL:             durationString(c.CacheTTL),
-			},
-			Secret:               caddy.NewReplacer().ReplaceKnown(c.Secret, ""),
+			Name:                 cid,
+			IdentityProvider:     declaredIdentityProvider(c),
+			Secret:               repl.ReplaceKnown(c.Secret, ""),
+			RetiringSecret:       repl.ReplaceKnown(c.RetiringSecret, ""),
+			JWKSURI:              c.JWKSURI,
 			AccessTokenLifetime:  lifetimeString(c.AccessTokenTTL),
 			RefreshTokenLifetime: lifetimeString(c.RefreshTokenTTL),
 		}
@@ -137,6 +137,13 @@ func checkProject(ctx context.Context, st *store.Store, c deploy.Compiler, pid s
 			return nil, fmt.Errorf("client %s: %w", cid, err)
 		}
 		dp.clients = append(dp.clients, client)
+		if client.Secret != "" || client.JWKSURI != "" {
+			m := machineMembership(pid, cid, c.Admin)
+			if err := st.Validate(m); err != nil {
+				return nil, fmt.Errorf("client %s: membership: %w", cid, err)
+			}
+			dp.machines = append(dp.machines, m)
+		}
 	}
 	for _, email := range sortedKeys(p.Users) {
 		u, err := checkUser(st, pid, email, p.Users[email])
@@ -291,8 +298,17 @@ func planDeclared(ctx context.Context, st *store.Store, d *declared) (ws []store
 			return nil, nil, fmt.Errorf("project %s: %w", pid, err)
 		}
 		for _, c := range p.clients {
-			if err := add(clone(c)); err != nil {
+			c := clone(c)
+			if err := keepSecretHashes(ctx, st, c); err != nil {
 				return nil, nil, fmt.Errorf("project %s: client %s: %w", pid, c.ID, err)
+			}
+			if err := add(c); err != nil {
+				return nil, nil, fmt.Errorf("project %s: client %s: %w", pid, c.ID, err)
+			}
+		}
+		for _, m := range p.machines {
+			if err := planMachine(ctx, st, pid, clone(m), add); err != nil {
+				return nil, nil, fmt.Errorf("project %s: client %s: membership: %w", pid, m.User.Reference, err)
 			}
 		}
 		for _, u := range p.users {

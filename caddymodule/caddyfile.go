@@ -40,6 +40,7 @@ func init() {
 //		storage_dir        <path>
 //		issuer             <url>
 //		access_token_ttl   <duration>
+//		allow_short_access_tokens
 //		refresh_token_ttl  <duration>
 //		userinfo_timeout   <duration>
 //		userinfo_cache_ttl <duration>
@@ -67,6 +68,9 @@ func init() {
 //				use_subject
 //				allow_unverified_email
 //				secret            <secret>
+//				retiring_secret   <secret>
+//				jwks_uri          <url>
+//				admin
 //				timeout           <duration>
 //				cache_ttl         <duration>
 //				access_token_ttl  <duration>
@@ -130,6 +134,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "access_token_ttl":
 			if err := parseDuration(d, &a.AccessTokenTTL); err != nil {
+				return err
+			}
+		case "allow_short_access_tokens":
+			if a.AllowShortAccessTokens {
+				return d.Err("allow_short_access_tokens already specified")
+			}
+			if err := flag(d, &a.AllowShortAccessTokens); err != nil {
 				return err
 			}
 		case "refresh_token_ttl":
@@ -263,6 +274,12 @@ func (p *ProjectConfig) unmarshalClient(d *caddyfile.Dispenser) error {
 			return flag(d, &c.AllowUnverifiedEmail)
 		case "secret":
 			return oneArg(d, &c.Secret)
+		case "retiring_secret":
+			return oneArg(d, &c.RetiringSecret)
+		case "jwks_uri":
+			return oneArg(d, &c.JWKSURI)
+		case "admin":
+			return flag(d, &c.Admin)
 		case "timeout":
 			return parseDuration(d, &c.Timeout)
 		case "cache_ttl":
@@ -471,6 +488,8 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		public_methods   <method>...
 //		upstream_auth    strip|passthrough|bearer <token>
 //		public_upstream_auth
+//		basic_auth       on|off
+//		token_passthrough <path>...
 //		max_body         <size>
 //		identity_headers {
 //			user    <header>
@@ -538,6 +557,27 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			default:
 				return d.Errf("invalid upstream_auth '%s': must be strip, passthrough or bearer <token>", h.UpstreamAuth)
+			}
+		case "basic_auth":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			switch arg {
+			case "on":
+				h.BasicAuth = true
+			case "off":
+				h.BasicAuth = false
+			default:
+				return d.Errf("invalid basic_auth '%s': must be on or off", arg)
+			}
+		case "token_passthrough":
+			if h.TokenPassthrough != nil {
+				return d.Err("token_passthrough already specified")
+			}
+			h.TokenPassthrough = d.RemainingArgs()
+			if len(h.TokenPassthrough) == 0 {
+				return d.ArgErr()
 			}
 		case "identity_headers":
 			if err := h.unmarshalIdentityHeaders(d); err != nil {

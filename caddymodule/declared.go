@@ -29,12 +29,14 @@ type ProjectConfig struct {
 	Bots map[string]*BotConfig `json:"bots,omitempty"`
 }
 
-// ClientConfig declares a ClientApplication that exchanges tokens of an
-// external identity provider.
+// ClientConfig declares a ClientApplication: one that exchanges tokens of
+// an external identity provider (`userinfo_url`), one that signs in as
+// itself with `client_credentials` (`secret` or `jwks_uri`), or both.
 type ClientConfig struct {
 	// UserinfoURL is the identity provider's OpenID Connect userinfo
 	// endpoint, called with the subject token during token exchange.
-	// Required.
+	// Required for token exchange; a client that only signs in as itself
+	// needs none.
 	UserinfoURL string `json:"userinfo_url,omitempty"`
 
 	// UseSubject matches people by the provider's `sub` claim against the
@@ -50,6 +52,25 @@ type ClientConfig struct {
 	// placeholder such as `{env.CLIENT_SECRET}`: Caddy saves the running
 	// config to disk.
 	Secret string `json:"secret,omitempty"`
+
+	// RetiringSecret is the previous secret during a rotation: both are
+	// accepted until it is removed. Rotate without downtime by moving the
+	// old secret here, setting a new `secret`, updating the callers, then
+	// removing this one.
+	RetiringSecret string `json:"retiring_secret,omitempty"`
+
+	// JWKSURI is the URL of the client's public keys (a JWK set). The
+	// client then signs in with `client_credentials` and a signed client
+	// assertion (`private_key_jwt`, RFC 7523) instead of a secret. The set
+	// is cached for five minutes and fetched again when an assertion does
+	// not verify (at most every 30 seconds).
+	JWKSURI string `json:"jwks_uri,omitempty"`
+
+	// Admin makes the client a project administrator when it signs in as
+	// itself. A client with a `secret` or `jwks_uri` gets a membership in
+	// the project (user and profile `ClientApplication/<id>`); it is an
+	// administrator only with this option.
+	Admin bool `json:"admin,omitempty"`
 
 	// Timeout bounds this client's userinfo calls. Default: the app's
 	// `userinfo_timeout`.

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
@@ -23,11 +21,14 @@ func init() {
 }
 
 // Handler is the fhirgate middleware. On its site it answers fhirgate's own
-// endpoints (`/oauth2/token`, `/oauth2/revoke`, `/oauth2/introspect`,
+// endpoints (every path under `/oauth2/`: `token`, `revoke`, `introspect`,
+// `logout`, `userinfo`, any other with 404; `/auth/exchange`, `/auth/me`,
 // `/.well-known/jwks.json`, `/.well-known/openid-configuration`,
 // `/.well-known/oauth-authorization-server`), and requires a valid fhirgate
-// bearer token for every request under `fhir_base` before passing it on to
-// the next handler, normally `reverse_proxy`.
+// bearer token (or, with `basic_auth on`, a client's Basic credentials)
+// for every request under `fhir_base` before passing it on to the next
+// handler, normally `reverse_proxy`. Outside `fhir_base`, requests pass
+// through without a fhirgate token (see `token_passthrough`).
 //
 // A request under `fhir_base` without a valid token is answered 401 with an
 // RFC 6750 `WWW-Authenticate: Bearer realm="fhirgate"` challenge and a FHIR
@@ -97,19 +98,31 @@ type Handler struct {
 	// `X-Fhirgate-Project`, `X-Fhirgate-Client`, `X-Fhirgate-Scope`.
 	IdentityHeaders *IdentityHeaders `json:"identity_headers,omitempty"`
 
+	// BasicAuth, when true (Caddyfile `basic_auth on`), accepts
+	// `Authorization: Basic base64(client_id:secret)` wherever a bearer
+	// token is accepted, as that client's own credentials (Medplum's Basic
+	// authentication; the client needs a secret and a membership). The
+	// identity of a Basic header is cached for as long as a bearer
+	// token's sign-in. Default: false, Basic is refused with 401.
+	BasicAuth bool `json:"basic_auth,omitempty"`
+
+	// TokenPassthrough lists paths outside `fhir_base` served by services
+	// that verify fhirgate's tokens themselves (through the published
+	// JWKS); requests to them keep their fhirgate bearer token. On every
+	// other path outside `fhir_base`, an `Authorization` header carrying a
+	// fhirgate token is removed before the request goes on, so the site
+	// never receives one unasked. A path ending in `/*` covers everything
+	// below it. Default: none.
+	TokenPassthrough []string `json:"token_passthrough,omitempty"`
+
 	// MaxBody bounds the body of a bot `$execute` request, in bytes; a
 	// larger one is answered 413. Default: 1 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	gw     *gateway.Gateway
-	bots   *botapi.API
+	bots   *botAPI
 	app    *App
 	logger *zap.Logger
-	// storage is the store this handler holds a use of while its bot API
-	// writes to it (nil when it holds none, or its bot API's watcher does);
-	// released is closed once the watcher has let the store go.
-	storage  storageModule
-	released chan struct{}
 }
 
 // IdentityHeaders name the identity headers; an empty name keeps the default.
@@ -140,50 +153,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	// The bot API writes audit events and job results until its runs end,
-	// which can be after the app's Cleanup: Caddy cleans modules up in no
-	// fixed order, and a reload lets runs go on. So the handler holds its
-	// own use of the store until then, and the store outlives its writes.
-	if _, err := openStore(ctx, app.storage, h.logger); err != nil {
-		return fmt.Errorf("opening store: %w", err)
-	}
-	h.storage = app.storage
-	h.bots, err = botapi.New(botapi.Options{
-		Store:          app.Store(),
-		Runner:         app.runner,
-		Compiler:       app.compiler,
-		DefaultRuntime: app.BotDefaultRuntime,
-		MaxBody:        h.MaxBody,
-		AuditRetention: time.Duration(app.AuditRetention),
-		ShutdownGrace:  time.Duration(app.BotShutdownGrace),
-		Logger:         h.logger,
-		OnExecute:      observeBot,
-
-		MaxCallsPerRequest: app.BotMaxCallsPerRequest,
-		AsyncResultMax:     int(app.BotAsyncResultMax),
-		ProjectRecordsMax:  app.ProjectBotRecordsMax,
-		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
-		OnRecordRefused:    observeRecordRefused,
-	})
+	h.bots, err = newBotAPI(app, h.logger, h.MaxBody)
 	if err != nil {
 		return err
 	}
-	// Caddy stops the HTTP servers before it cleans up modules and, by
-	// default, waits for every request: the grace must start when the exit
-	// does, not at Cleanup. A reloaded-away config's runs are covered too.
-	h.released = make(chan struct{})
-	go func(bots *botapi.API, storage storageModule, released chan struct{}) {
-		defer close(released)
-		select {
-		case <-processExiting():
-			bots.Shutdown()
-		case <-bots.Done():
-		}
-		if err := releaseStore(storage); err != nil {
-			h.logger.Error("releasing the store after the bot runs ended", zap.Error(err))
-		}
-	}(h.bots, h.storage, h.released)
-	h.storage = nil // the goroutine releases it
 
 	repl := caddy.NewReplacer()
 	opts := gateway.Options{
@@ -193,6 +166,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		PublicUpstreamAuth: h.PublicUpstreamAuth,
 		UpstreamAuth:       h.UpstreamAuth,
 		UpstreamToken:      repl.ReplaceKnown(h.UpstreamToken, ""),
+		BasicAuth:          h.BasicAuth,
+		TokenPassthrough:   h.TokenPassthrough,
 		OAuth:              app.oauth,
 		Operations:         h.bots.Handler,
 		Me:                 (&session.Handler{Store: app.Store(), Logger: h.logger}).Serve,
@@ -223,24 +198,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
 // events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
-	if h.storage != nil { // Provision failed before the bot API took the store over
-		_ = releaseStore(h.storage)
-		h.storage = nil
-	}
-	if h.bots == nil {
-		return nil
-	}
-	if caddy.Exiting() {
-		h.bots.Shutdown()
-		<-h.released // the store is closed before the process exits
-		return nil
-	}
-	h.bots.Close()
-	select {
-	case <-h.bots.Done(): // no run was going: let the store go now (`caddy validate` exits next)
-		<-h.released
-	default: // runs go on; the watcher lets the store go when they end
-	}
+	h.bots.cleanup(caddy.Exiting())
 	return nil
 }
 

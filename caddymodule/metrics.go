@@ -61,14 +61,42 @@ var (
 		Help:      "Time bot runs waited for a free slot.",
 		Buckets:   prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+
+	mllpConnections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "mllp_connections",
+		Help:      "MLLP connections open.",
+	})
+
+	mllpMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "mllp_messages_total",
+		Help:      "MLLP messages by the application acknowledgment answered (AA, AE, AR, or the code of the bot's own answer) and duplicate for a message answered from memory.",
+	}, []string{"ack"})
+
+	mllpFrameErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "mllp_frame_errors_total",
+		Help:      "MLLP framing problems by reason: skipped_bytes (bytes outside a frame), too_large, truncated, idle (connections closed by idle_timeout).",
+	}, []string{"reason"})
 )
+
+// collectors are every metric fhirgate exports (docs/grafana-dashboard.json
+// charts each of them; its test holds the two together).
+var collectors = []prometheus.Collector{
+	tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused,
+	mllpConnections, mllpMessages, mllpFrameErrors,
+}
 
 // registerMetrics adds the collectors to this config's registry.
 func registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused} {
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -41,6 +41,7 @@ func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error
 			logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
 		}
 		migrateEmailIndex(h.store, logger)
+		migrateClientSecrets(h.store, logger)
 	})
 	return h.recoveryErr
 }
@@ -80,6 +81,18 @@ func migrateEmailIndex(st *store.Store, logger *zap.Logger) {
 	}
 	if err != nil {
 		logger.Warn("migrating the email index", zap.Error(err))
+	}
+}
+
+// migrateClientSecrets hashes client secrets an older release stored in
+// clear. Not fatal: a clear secret still verifies until it is migrated.
+func migrateClientSecrets(st *store.Store, logger *zap.Logger) {
+	n, err := st.MigrateClientSecrets(context.Background())
+	if n > 0 {
+		logger.Info("client secrets stored in clear were hashed", zap.Int("clients", n))
+	}
+	if err != nil {
+		logger.Warn("hashing client secrets", zap.Error(err))
 	}
 }
 

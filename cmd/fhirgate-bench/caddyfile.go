@@ -12,11 +12,12 @@ type sites struct {
 	plain   string // reverse_proxy alone
 	gateway string // fhirgate + reverse_proxy; also the token endpoint
 	respond string // fhirgate + a fixed respond body
+	mllp    string // fhirgate_mllp into the HL7 ACK bot (caddy-l4)
 }
 
 func newSites() (sites, error) {
 	var s sites
-	for _, p := range []*string{&s.admin, &s.plain, &s.gateway, &s.respond} {
+	for _, p := range []*string{&s.admin, &s.plain, &s.gateway, &s.respond, &s.mllp} {
 		port, err := freePort()
 		if err != nil {
 			return sites{}, err
@@ -34,6 +35,7 @@ type caddyConfig struct {
 	idp           string // host:port of the identity-provider stand-in
 	declaredUsers int    // users user0..user<n-1> declared in the Caddyfile
 	echoBotSource string // path of the echo bot, declared when set (also as unauditedEcho)
+	hl7BotSource  string // path of the HL7 ACK bot, declared with the MLLP listener when set
 	respondBody   string // body of the respond site
 	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
 	botMax        int    // fhirgate's bot_max_concurrent; 0 keeps the default
@@ -66,6 +68,9 @@ func (c caddyConfig) caddyfile() string {
 	w("\t\t\tclient %s {", benchClient)
 	w("\t\t\t\tuserinfo_url http://%s/userinfo", c.idp)
 	w("\t\t\t}")
+	w("\t\t\tclient %s {", benchMachine)
+	w("\t\t\t\tsecret %s", benchMachineSecret)
+	w("\t\t\t}")
 	for i := range c.declaredUsers {
 		w("\t\t\tuser %s {", userEmail(i))
 		w("\t\t\t\tprofile Practitioner/p%d", i)
@@ -83,8 +88,27 @@ func (c caddyConfig) caddyfile() string {
 		w("\t\t\t\taudit_event_trigger never")
 		w("\t\t\t}")
 	}
+	if c.hl7BotSource != "" {
+		w("\t\t\tbot %s {", hl7AckBot)
+		w("\t\t\t\tidentifier %s|%s", botSystem, hl7AckBot)
+		w("\t\t\t\tsource %s", c.hl7BotSource)
+		w("\t\t\t}")
+	}
 	w("\t\t}")
 	w("\t}")
+	if c.hl7BotSource != "" {
+		w("\tlayer4 {")
+		w("\t\t%s {", c.sites.mllp)
+		w("\t\t\troute {")
+		w("\t\t\t\tfhirgate_mllp {")
+		w("\t\t\t\t\tproject %s", benchProject)
+		w("\t\t\t\t\tbot %s|%s", botSystem, hl7AckBot)
+		w("\t\t\t\t\tmax_concurrent 1024")
+		w("\t\t\t\t}")
+		w("\t\t\t}")
+		w("\t\t}")
+		w("\t}")
+	}
 	w("}")
 	w("")
 	w("http://%s {", c.sites.plain)

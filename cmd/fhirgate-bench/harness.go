@@ -342,6 +342,10 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 		if err := os.WriteFile(cfg.echoBotSource, []byte(echoBotCode), 0o600); err != nil {
 			return nil, fmt.Errorf("writing echo bot: %w", err)
 		}
+		cfg.hl7BotSource = filepath.Join(dir, "hl7ack.js")
+		if err := os.WriteFile(cfg.hl7BotSource, []byte(hl7AckBotCode), 0o600); err != nil {
+			return nil, fmt.Errorf("writing HL7 bot: %w", err)
+		}
 	}
 	began := time.Now()
 	p, err := startCaddy(ctx, h.caddyBin, dir, cfg)

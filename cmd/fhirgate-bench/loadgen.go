@@ -319,9 +319,21 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// worker is one closed-loop client on its own connection. It returns the
-// latencies, body bytes and completion time of its measured requests.
+// sendFunc sends the k-th request of a worker, with sequence number seq,
+// and returns the answer's size and status (an HTTP status, or one an MLLP
+// acknowledgment maps to), the start of a failed answer for the report,
+// and a transport error.
+type sendFunc func(ctx context.Context, k int, seq uint64) (n, status int, sample string, err error)
+
+// worker is one closed-loop client on its own connection: HTTP, or MLLP for
+// a spec whose requests use the MLLP method. It returns the latencies, body
+// bytes and completion time of its measured requests.
 func (run *loadRun) worker(ctx context.Context, w int) (*histogram, uint64, time.Time) {
+	if run.reqs[0].method == methodMLLP {
+		send, closeConn := run.mllpSender()
+		defer closeConn()
+		return run.loop(ctx, w, send)
+	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 1,
@@ -331,10 +343,22 @@ func (run *loadRun) worker(ctx context.Context, w int) (*histogram, uint64, time
 	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: run.timeout}
+	buf := make([]byte, 32<<10)
+	return run.loop(ctx, w, func(ctx context.Context, k int, seq uint64) (int, int, string, error) {
+		req, err := run.reqs[k%len(run.reqs)].build(ctx, seq)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		return do(client, req, buf)
+	})
+}
+
+// loop sends requests until the run ends, counting failures and recording
+// the latencies of the measured window.
+func (run *loadRun) loop(ctx context.Context, w int, send sendFunc) (*histogram, uint64, time.Time) {
 	h := newHistogram()
 	var bytes uint64
 	var last time.Time
-	buf := make([]byte, 32<<10)
 	for k := w; ctx.Err() == nil; k++ {
 		if !run.endAt.IsZero() && !time.Now().Before(run.endAt) {
 			break
@@ -343,13 +367,8 @@ func (run *loadRun) worker(ctx context.Context, w int) (*histogram, uint64, time
 		if run.maxReqs > 0 && seq >= run.maxReqs {
 			break
 		}
-		req, err := run.reqs[k%len(run.reqs)].build(ctx, seq)
-		if err != nil {
-			run.fail(&run.transport, err.Error())
-			continue
-		}
 		began := time.Now()
-		n, status, sample, err := do(client, req, buf)
+		n, status, sample, err := send(ctx, k, seq)
 		done := time.Now()
 		switch {
 		case err != nil:

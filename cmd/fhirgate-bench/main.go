@@ -128,6 +128,9 @@ func exitCode(rep *report, err error) int {
 	return 0
 }
 
+// lastScenario is the highest scenario number.
+const lastScenario = 8
+
 // parseOnly reads -only; nil means every scenario.
 func parseOnly(s string) ([]int, error) {
 	if s == "" {
@@ -136,8 +139,8 @@ func parseOnly(s string) ([]int, error) {
 	var ids []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 6 {
-			return nil, fmt.Errorf("-only %q: scenarios are numbered 1 to 6", s)
+		if err != nil || n < 1 || n > lastScenario {
+			return nil, fmt.Errorf("-only %q: scenarios are numbered 1 to %d", s, lastScenario)
 		}
 		ids = append(ids, n)
 	}
@@ -207,7 +210,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -225,7 +228,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	}
 	defer h.idp.Close()
 
-	if selected(1) || selected(2) || selected(3) || selected(5) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -239,7 +242,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	return rep, nil
 }
 
-// runMainScenarios runs 1, 2, 3 and 5 against one Caddy, memory last so it
+// runMainScenarios runs 1, 2, 3, 7, 8 and 5 against one Caddy, memory last so it
 // sees the state the other scenarios left.
 func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool, add func(*scenario, error) error) error {
 	m, err := h.setupMain(ctx)
@@ -247,7 +250,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 5} {
+		for _, id := range []int{1, 2, 3, 7, 8, 5} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -259,7 +262,8 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		id  int
 		run func(context.Context, *mainInstance) (*scenario, error)
 	}{
-		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {5, h.memoryScenario},
+		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {7, h.mllpScenario}, {8, h.machineScenario},
+		{5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {

@@ -358,8 +358,11 @@ func TestParsers(t *testing.T) {
 		if ids, err := parseOnly("1, 3,6"); err != nil || len(ids) != 3 || ids[1] != 3 {
 			t.Errorf("parseOnly = %v, %v", ids, err)
 		}
-		if _, err := parseOnly("7"); err == nil {
-			t.Error("parseOnly accepted scenario 7")
+		if ids, err := parseOnly("8"); err != nil || len(ids) != 1 || ids[0] != 8 {
+			t.Errorf("parseOnly(8) = %v, %v", ids, err)
+		}
+		if _, err := parseOnly("9"); err == nil {
+			t.Error("parseOnly accepted scenario 9")
 		}
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// mainInstance is the Caddy that scenarios 1, 2, 3 and 5 run against,
+// mainInstance is the Caddy that scenarios 1, 2, 3, 5 and 7 run against,
 // with its access token and what the $execute probe found.
 type mainInstance struct {
 	p           *caddyProc

@@ -2,6 +2,8 @@ package botapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"regexp"
 	"strings"
@@ -26,6 +28,19 @@ func traceIDOf(r *http.Request) string {
 		return v
 	}
 	return uuid.NewString()
+}
+
+// childTraceparent continues a W3C trace for a call a bot makes: the same
+// version, trace id and flags as the run's traceparent, with a new
+// parent id, so the backend's span is a child of the request's. ok is false
+// when the run's trace id is not a traceparent (a UUID X-Trace-Id).
+func childTraceparent(traceID string) (string, bool) {
+	if !traceparentSyntax.MatchString(traceID) {
+		return "", false
+	}
+	var span [8]byte
+	_, _ = rand.Read(span[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return traceID[:36] + hex.EncodeToString(span[:]) + traceID[52:], true
 }
 
 // credentialHeaders never reach a bot (Medplum hands them over; a bot's

@@ -41,6 +41,9 @@ type runCall struct {
 	// header holds the request headers the bot's event sees.
 	header  http.Header
 	traceID string
+	// asBot runs the bot as itself (requester Bot/{id}) instead of as id,
+	// which then only says the project.
+	asBot bool
 }
 
 // preparedRun is a run ready to start: its bot found, its input accepted,
@@ -171,6 +174,9 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's code failed")
 	}
 	id := call.id
+	if call.asBot {
+		id = &oauth.Identity{ProjectID: id.ProjectID, Profile: "Bot/" + bot.ID}
+	}
 	req := botrunner.Request{
 		CacheKey:      key,
 		Code:          code,

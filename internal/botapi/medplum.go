@@ -77,6 +77,9 @@ func (c medplumClient) Do(ctx context.Context, method, path string, query url.Va
 		h.Set("Content-Type", contentType)
 	}
 	h.Set("X-Trace-Id", c.traceID)
+	if tp, ok := childTraceparent(c.traceID); ok {
+		h.Set("Traceparent", tp)
+	}
 	resp, err := c.backend.Do(ctx, method, path, query, body, h)
 	if err != nil {
 		return 0, "", nil, err

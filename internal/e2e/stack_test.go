@@ -41,6 +41,13 @@ func newBackend(t *testing.T) *backend {
 		b.requests = append(b.requests, r.Clone(r.Context()))
 		b.mu.Unlock()
 		w.Header().Set("Content-Type", "application/fhir+json")
+		if r.Method == http.MethodPost && !strings.Contains(r.Header.Get("Content-Type"), "json") {
+			// A Binary (Medplum's createAttachment): answer its metadata.
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"resourceType":"Binary","id":"new-1","contentType":"` + r.Header.Get("Content-Type") + `"}`))
+			return
+		}
 		if r.Method == http.MethodPost {
 			// Create: echo the resource back with an id, as FHIR servers do.
 			body, _ := io.ReadAll(r.Body)

@@ -82,6 +82,18 @@ type Options struct {
 	// Headers name the identity headers. Empty names take the defaults.
 	Headers IdentityHeaders
 
+	// BasicAuth accepts "Authorization: Basic base64(client_id:secret)"
+	// wherever a bearer token is accepted, as that client's own
+	// credentials (Medplum's Basic authentication). Off by default.
+	BasicAuth bool
+
+	// TokenPassthrough are paths outside FHIRBase whose services verify
+	// fhirgate's tokens themselves: a request to them keeps its fhirgate
+	// token. Everywhere else outside FHIRBase an Authorization header
+	// carrying a fhirgate token is removed before the request goes on. A
+	// path ending in "/*" matches everything below it.
+	TokenPassthrough []string
+
 	OAuth *oauth.Server
 
 	// Operations, when set, claims authenticated requests that fhirgate
@@ -115,6 +127,7 @@ type Gateway struct {
 	base          string // normalised FHIRBase: lower case, for the views
 	public        []string
 	publicMethods []string
+	passthrough   []string
 	// strip are the request headers removed before anything else: the
 	// identity headers and the override headers.
 	strip headerSet
@@ -174,6 +187,15 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	g.publicMethods = o.PublicMethods
+	for _, p := range o.TokenPassthrough {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("token passthrough path %q must start with /", p)
+		}
+		g.passthrough = append(g.passthrough, cleanPath(p))
+		if strings.HasSuffix(p, "/*") {
+			g.passthrough[len(g.passthrough)-1] = cleanPath(strings.TrimSuffix(p, "/*")) + "/*"
+		}
+	}
 	g.strip = newHeaderSet(append([]string{h.User, h.Profile, h.Project, h.Client, h.Scope}, overrideHeaders...)...)
 	return g, nil
 }
@@ -185,12 +207,21 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	// path: an X-Original-URL on a request outside the base would route it
 	// into the base at a backend that honours it.
 	g.strip.strip(r.Header)
+	views := pathViews(r.URL)
+	target := ParseTarget(g.o.FHIRBase, r.URL)
+	underBase := target.Under || anyUnder(views[:], g.base)
+	// A path that some reading puts under the base is gated even if
+	// another reading is under /oauth2 (/oauth2/../fhir/R4/Patient).
+	if !underBase && anyUnder(views[:], oauthPrefix) {
+		g.serveOAuth(w, r)
+		return nil
+	}
 	if h := g.ownEndpoint(r.URL.Path); h != nil {
 		h(w, r)
 		return nil
 	}
 	if r.URL.Path == "/auth/me" && g.o.Me != nil {
-		id, aerr := g.o.OAuth.Authenticate(r.Context(), r)
+		id, aerr := g.authenticate(r)
 		if aerr != nil {
 			oauth.WriteAuthError(w, aerr)
 			return nil
@@ -201,9 +232,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	// Gate the request if any reading of its path is under the base (the
 	// canonical one, or one a lenient backend might take), and treat it as
 	// public only if every reading is a public path.
-	target := ParseTarget(g.o.FHIRBase, r.URL)
-	views := pathViews(r.URL)
-	if !target.Under && !anyUnder(views[:], g.base) {
+	if !underBase {
+		g.keepTokenHome(r, views[:])
 		return next(w, r)
 	}
 	if hasMethodOverride(r.URL.RawQuery) {
@@ -218,7 +248,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		}
 		return next(w, r)
 	}
-	id, aerr := g.o.OAuth.Authenticate(r.Context(), r)
+	id, aerr := g.authenticate(r)
 	if aerr != nil {
 		oauth.WriteAuthError(w, aerr)
 		return nil
@@ -236,18 +266,13 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	return next(w, r)
 }
 
-// ownEndpoint returns the handler for one of fhirgate's own endpoints. These
-// match the exact path only: anything else falls through to the FHIR base
-// check, so a dotted path cannot masquerade as one of them.
+// ownEndpoint returns the handler for one of fhirgate's own endpoints
+// outside /oauth2/. These match the exact path only: anything else falls
+// through to the FHIR base check, so a dotted path cannot masquerade as one
+// of them.
 func (g *Gateway) ownEndpoint(p string) http.HandlerFunc {
 	o := g.o.OAuth
 	switch p {
-	case "/oauth2/token":
-		return o.ServeToken
-	case "/oauth2/revoke":
-		return o.ServeRevoke
-	case "/oauth2/introspect":
-		return o.ServeIntrospect
 	case "/auth/exchange":
 		return o.ServeLegacyExchange
 	case "/.well-known/jwks.json":
@@ -282,17 +307,7 @@ func (g *Gateway) isPublic(norm string) bool {
 	if !under(norm, g.base) {
 		return false
 	}
-	rel := strings.TrimPrefix(norm, g.base)
-	for _, p := range g.public {
-		if prefix, ok := strings.CutSuffix(p, "/*"); ok {
-			if under(rel, prefix) {
-				return true
-			}
-		} else if rel == p {
-			return true
-		}
-	}
-	return false
+	return matchesAny(strings.TrimPrefix(norm, g.base), g.public)
 }
 
 // setIdentity hands the caller's identity to the backend.

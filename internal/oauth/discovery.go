@@ -10,6 +10,7 @@ import (
 type metadata struct {
 	Issuer                            string   `json:"issuer"`
 	TokenEndpoint                     string   `json:"token_endpoint"`
+	UserinfoEndpoint                  string   `json:"userinfo_endpoint"`
 	JWKSURI                           string   `json:"jwks_uri"`
 	RevocationEndpoint                string   `json:"revocation_endpoint"`
 	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
@@ -37,14 +38,15 @@ func (s *Server) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 	writeMetadata(w, metadata{
 		Issuer:                            s.o.Tokens.Issuer(),
 		TokenEndpoint:                     base + "/oauth2/token",
+		UserinfoEndpoint:                  base + "/oauth2/userinfo",
 		JWKSURI:                           base + "/.well-known/jwks.json",
 		RevocationEndpoint:                base + "/oauth2/revoke",
 		IntrospectionEndpoint:             base + "/oauth2/introspect",
-		GrantTypesSupported:               []string{grantTokenExchange, grantRefreshToken},
+		GrantTypesSupported:               []string{grantTokenExchange, grantRefreshToken, grantClientCredentials},
 		ResponseTypesSupported:            []string{},
 		SubjectTypesSupported:             []string{"public"},
 		IDTokenSigningAlgValuesSupported:  []string{"ES256"},
-		TokenEndpointAuthMethodsSupported: []string{"none", "client_secret_basic", "client_secret_post"},
+		TokenEndpointAuthMethodsSupported: []string{"none", "client_secret_basic", "client_secret_post", "private_key_jwt"},
 		ScopesSupported:                   []string{"openid", "offline", "offline_access", "email"},
 		ClaimsSupported:                   []string{"iss", "sub", "aud", "exp", "iat", "client_id", "login_id", "profile", "fhirUser", "email"},
 	})

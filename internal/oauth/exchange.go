@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,26 +85,6 @@ func (s *Server) Exchange(ctx context.Context, req ExchangeRequest) (*tokenRespo
 		remoteAddr: req.RemoteAddr, userAgent: req.UserAgent,
 	})
 	return resp, client, e
-}
-
-// authenticateClient finds the client and, when it has a secret, checks it
-// in constant time. Medplum does no client authentication at all; a client
-// configured with a secret here is a confidential client and must use it.
-func (s *Server) authenticateClient(ctx context.Context, id, secret string) (*store.ClientApplication, *Error) {
-	client, err := store.Get[store.ClientApplication](ctx, s.o.Store, id)
-	if errors.Is(err, store.ErrNotFound) {
-		// Spend the same comparison as for a known client so response time
-		// does not reveal which client ids exist.
-		subtle.ConstantTimeCompare([]byte(secret), []byte("fhirgate-unknown-client"))
-		return nil, oauthErr(http.StatusUnauthorized, errInvalidClient, "unknown_client", "unknown client")
-	}
-	if err != nil {
-		return nil, storeFailure("loading client", err)
-	}
-	if client.Secret != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(client.Secret)) != 1 {
-		return nil, oauthErr(http.StatusUnauthorized, errInvalidClient, "client_secret", "client authentication failed")
-	}
-	return client, nil
 }
 
 // lookupUserinfo asks the client's identity provider who the subject token

@@ -83,7 +83,7 @@ func (s *Server) refresh(r *http.Request, f form) (*tokenResponse, *store.Client
 		}
 		return nil, client, storeFailure("rotating the refresh token", err)
 	}
-	resp, e := s.issue(login, client, user, accessTTL, refreshTTL)
+	resp, e := s.issue(login, client, personOf(user), accessTTL, refreshTTL)
 	return resp, client, e
 }
 

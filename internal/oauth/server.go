@@ -27,8 +27,14 @@ const (
 const (
 	grantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
 	grantRefreshToken  = "refresh_token"
-	tokenTypeAccess    = "urn:ietf:params:oauth:token-type:access_token"
-	defaultScope       = "openid offline"
+	// grantClientCredentials signs a machine in as itself (RFC 6749 §4.4).
+	grantClientCredentials = "client_credentials"
+	// grantJWTBearer is RFC 7523's assertion grant; Medplum's flavour takes
+	// an HS256 assertion keyed by the client secret, which needs the secret
+	// in clear: not supported (see jwtBearerUnsupported).
+	grantJWTBearer  = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+	tokenTypeAccess = "urn:ietf:params:oauth:token-type:access_token"
+	defaultScope    = "openid offline"
 )
 
 // Options configures a Server. Store, Tokens and UserInfo are required.
@@ -67,6 +73,11 @@ type Options struct {
 type Server struct {
 	o        Options
 	sessions *sessionCache
+	secrets  *secretMemo
+	// keys caches the client key sets fetched from jwks_uri.
+	keys *clientKeys
+	// basic caches identities of Basic credentials (basic.go).
+	basic *basicCache
 }
 
 // New returns a Server.
@@ -92,7 +103,10 @@ func New(o Options) (*Server, error) {
 	if o.OnAuthFailure == nil {
 		o.OnAuthFailure = func(string) {}
 	}
-	return &Server{o: o, sessions: newSessionCache(o.SessionCacheTTL, o.Now)}, nil
+	return &Server{
+		o: o, sessions: newSessionCache(o.SessionCacheTTL, o.Now), secrets: newSecretMemo(),
+		keys: newClientKeys(o.Now), basic: newBasicCache(o.SessionCacheTTL, o.Now),
+	}, nil
 }
 
 // ServeToken is POST /oauth2/token.
@@ -113,10 +127,14 @@ func (s *Server) ServeToken(w http.ResponseWriter, r *http.Request) {
 		resp, client, e = s.exchange(r, f)
 	case grantRefreshToken:
 		resp, client, e = s.refresh(r, f)
+	case grantClientCredentials:
+		resp, client, e = s.clientCredentialsGrant(r, f)
+	case grantJWTBearer:
+		e = oauthErr(http.StatusBadRequest, errUnsupportedGrantType, "grant_type", jwtBearerUnsupported)
 	default:
 		grant = "other"
 		e = oauthErr(http.StatusBadRequest, errUnsupportedGrantType, "grant_type",
-			"supported grant types: "+grantTokenExchange+", "+grantRefreshToken)
+			"supported grant types: "+grantTokenExchange+", "+grantRefreshToken+", "+grantClientCredentials)
 	}
 	clientID := ""
 	if client != nil {

@@ -140,7 +140,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, st: storetest.Open(t), idp: newFakeIdP(t)}
+	return newEnvWith(t)
+}
+
+// newEnvWith is newEnv over a store opened with opts.
+func newEnvWith(t *testing.T, opts ...storetest.Option) *env {
+	t.Helper()
+	e := &env{t: t, st: storetest.Open(t, opts...), idp: newFakeIdP(t)}
 	ctx := context.Background()
 	var err error
 	e.tok, err = tokens.New(ctx, tokens.Options{Issuer: testIssuer, Keys: KeyStore{Store: e.st}})

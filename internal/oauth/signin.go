@@ -64,7 +64,7 @@ func (s *Server) signIn(ctx context.Context, in signIn) (*tokenResponse, *Error)
 	if err := s.o.Store.Create(ctx, login, store.PutOptions{TTL: ttl}); err != nil {
 		return nil, storeFailure("recording the login", err)
 	}
-	resp, e := s.issue(login, in.client, in.user, accessTTL, refreshTTL)
+	resp, e := s.issue(login, in.client, personOf(in.user), accessTTL, refreshTTL)
 	if e != nil {
 		return nil, e
 	}
@@ -72,18 +72,26 @@ func (s *Server) signIn(ctx context.Context, in signIn) (*tokenResponse, *Error)
 	return resp, nil
 }
 
+// principal is whom a token's sub names: a User, or a ClientApplication
+// signed in as itself (no email).
+type principal struct {
+	id, email string
+}
+
+func personOf(u *store.User) principal { return principal{id: u.ID, email: u.Email} }
+
 // issue signs the tokens of a Login.
-func (s *Server) issue(login *store.Login, client *store.ClientApplication, user *store.User, accessTTL, refreshTTL time.Duration) (*tokenResponse, *Error) {
+func (s *Server) issue(login *store.Login, client *store.ClientApplication, user principal, accessTTL, refreshTTL time.Duration) (*tokenResponse, *Error) {
 	profile := ""
 	if login.Profile != nil {
 		profile = login.Profile.Reference
 	}
 	email := ""
 	if hasScope(login.Scope, "email") {
-		email = user.Email
+		email = user.email
 	}
 	access, _, err := s.o.Tokens.IssueAccess(tokens.AccessClaims{
-		Sub: user.ID, ClientID: client.ID, LoginID: login.ID, Profile: profile, Scope: login.Scope, Email: email,
+		Sub: user.id, ClientID: client.ID, LoginID: login.ID, Profile: profile, Scope: login.Scope, Email: email,
 	}, accessTTL)
 	if err != nil {
 		return nil, signingFailure(err)
@@ -110,7 +118,7 @@ func (s *Server) issue(login *store.Login, client *store.ClientApplication, user
 	if hasScope(login.Scope, "openid") {
 		authTime, _ := time.Parse(time.RFC3339, login.AuthTime)
 		resp.IDToken, _, err = s.o.Tokens.IssueID(tokens.IDClaims{
-			Sub: user.ID, ClientID: client.ID, LoginID: login.ID, FHIRUser: profile, Email: email, AuthTime: authTime,
+			Sub: user.id, ClientID: client.ID, LoginID: login.ID, FHIRUser: profile, Email: email, AuthTime: authTime,
 		}, idTokenTTL)
 		if err != nil {
 			return nil, signingFailure(err)

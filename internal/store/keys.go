@@ -9,6 +9,7 @@ import "strings"
 //	i/<index>/<v1>[/<v2>...]/<id>        -> "" (non-unique index; the id is the key's last component)
 //	g/<Type>/<id>                        -> "" (dependency guard, see below)
 //	q/<project>/<day>/<shard>            -> bytes of the project's bot records expiring that day (usage.go)
+//	n/<namespace>/<value>                -> "" (a single-use value, expiring; once.go)
 //
 // Index values are escaped with escapeComponent ('%', '/' and '|' become %25,
 // %2F and %7C), so a value containing a separator can never collide with
@@ -23,7 +24,7 @@ import "strings"
 //	u/ProjectMembership.externalId/<project>/<externalId>
 //	u/Bot.identifier/<project>/<system>/<value>
 //	i/<Type>.project/<project>/<id>                  every type with meta.project
-//	i/ProjectMembership.project-user/<project>/<user>/<id>
+//	i/ProjectMembership.project-user/<project>/<user>/<id>   <user>: a User id, or the member's reference (Principal)
 //	i/ProjectMembership.user/<user>/<id>
 //	i/Bot.identifier-value/<project>/<value>/<id>    identifier lookups without a system
 //	i/Login.user/<user>/<id>

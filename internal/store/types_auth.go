@@ -4,6 +4,8 @@ package store
 // its refresh token. It is normally written with a TTL.
 type Login struct {
 	base
+	// User is the User who signed in or, for a machine sign-in
+	// (client_credentials), the ClientApplication itself.
 	User       Reference  `json:"user"`
 	Membership Reference  `json:"membership,omitzero"`
 	Client     *Reference `json:"client,omitempty"`
@@ -32,7 +34,7 @@ func (l *Login) allowsTTL() bool { return true }
 func (l *Login) UserID() string { return refID(l.User.Reference, "User") }
 
 func (l *Login) validate() error {
-	if _, _, err := checkReference("user.reference", l.User.Reference, "User"); err != nil {
+	if _, _, err := checkReference("user.reference", l.User.Reference, "User", "ClientApplication"); err != nil {
 		return err
 	}
 	if l.Membership.Reference != "" {
@@ -59,7 +61,7 @@ func (l *Login) validate() error {
 }
 
 func (l *Login) indexes() []indexEntry {
-	return []indexEntry{{key: indexKey(idxLoginUser, l.ID, l.UserID())}}
+	return []indexEntry{{key: indexKey(idxLoginUser, l.ID, principalOf(l.User.Reference))}}
 }
 
 // JSONWebKey is a token-signing key (resource type "JsonWebKey"). D is the

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -28,7 +29,10 @@ func (p *Project) validate() error {
 }
 
 // ClientApplication is an OAuth client of a project. With an
-// IdentityProvider it accepts external access tokens for token exchange.
+// IdentityProvider it accepts external access tokens for token exchange;
+// with a secret or keys it signs in as itself (client_credentials), with
+// the identity of its own membership in the project (a ProjectMembership
+// whose user is this client).
 type ClientApplication struct {
 	base
 	Name             string            `json:"name,omitempty"`
@@ -38,8 +42,33 @@ type ClientApplication struct {
 	// see [ParseLifetime].
 	AccessTokenLifetime  string `json:"accessTokenLifetime,omitempty"`
 	RefreshTokenLifetime string `json:"refreshTokenLifetime,omitempty"`
-	// Secret is the optional client secret.
+	// Secret is the optional client secret. It is written in clear and
+	// stored hashed (see [HashSecret]): reading the client back gives the
+	// hash, which writing it back keeps.
 	Secret string `json:"secret,omitempty"`
+	// RetiringSecret is the previous secret during a rotation, valid
+	// beside Secret until it is removed (Medplum's retiringSecret). Stored
+	// hashed like Secret.
+	RetiringSecret string `json:"retiringSecret,omitempty"`
+	// JWKSURI is the https (or http) URL of the client's public keys, for
+	// private_key_jwt client assertions (RFC 7523).
+	JWKSURI string `json:"jwksUri,omitempty"`
+	// JWKS is the client's public key set inline ({"keys": [...]}, RFC
+	// 7591's jwks), the alternative to JWKSURI.
+	JWKS json.RawMessage `json:"jwks,omitempty"`
+	// Status is Medplum's client status: empty or "active" lets the client
+	// sign in; any other value ("off", "error") refuses it.
+	Status string `json:"status,omitempty"`
+}
+
+// IsActive reports whether the client may sign in (Status empty or
+// "active").
+func (c *ClientApplication) IsActive() bool { return c.Status == "" || c.Status == "active" }
+
+// normalize stores the secrets hashed.
+func (c *ClientApplication) normalize(time.Time) {
+	c.Secret = HashSecret(c.Secret)
+	c.RetiringSecret = HashSecret(c.RetiringSecret)
 }
 
 // IdentityProvider describes how to validate an external access token.
@@ -65,6 +94,26 @@ func (c *ClientApplication) validate() error {
 		return err
 	}
 	if err := checkLifetime("refreshTokenLifetime", c.RefreshTokenLifetime); err != nil {
+		return err
+	}
+	if err := checkSecret("secret", c.Secret); err != nil {
+		return err
+	}
+	if err := checkSecret("retiringSecret", c.RetiringSecret); err != nil {
+		return err
+	}
+	if c.RetiringSecret != "" && c.Secret == "" {
+		return invalid("retiringSecret", "needs a secret beside it")
+	}
+	if c.JWKSURI != "" {
+		if err := checkHTTPURL("jwksUri", c.JWKSURI); err != nil {
+			return err
+		}
+		if len(c.JWKS) > 0 {
+			return invalid("jwks", "give the keys inline or by jwksUri, not both")
+		}
+	}
+	if err := checkKeySet("jwks", c.JWKS); err != nil {
 		return err
 	}
 	if idp := c.IdentityProvider; idp != nil {
@@ -122,7 +171,8 @@ type ProjectMembership struct {
 	base
 	// Project is "Project/<id>"; meta.project is derived from it.
 	Project Reference `json:"project"`
-	// User is "User/<id>".
+	// User is "User/<id>" for a person, or, as in Medplum, the
+	// "ClientApplication/<id>" or "Bot/<id>" that signs in as itself.
 	User Reference `json:"user"`
 	// Profile is the FHIR resource acting for the user: Practitioner,
 	// Patient, RelatedPerson, Bot, ClientApplication or Device.
@@ -146,8 +196,30 @@ func (m *ProjectMembership) IsActive() bool { return m.Active == nil || *m.Activ
 // ProjectID returns the id part of the Project reference ("" if malformed).
 func (m *ProjectMembership) ProjectID() string { return refID(m.Project.Reference, "Project") }
 
-// UserID returns the id part of the User reference ("" if malformed).
+// UserID returns the id part of the User reference ("" if malformed or
+// not a User).
 func (m *ProjectMembership) UserID() string { return refID(m.User.Reference, "User") }
+
+// principalTypes are the resource types a membership's user may reference.
+var principalTypes = []string{"User", "ClientApplication", "Bot"}
+
+// Principal is the member's key in the membership indexes: the User id for
+// a person (as releases before machine members wrote it), the whole
+// reference ("ClientApplication/<id>") otherwise. Index values are
+// escaped, so the reference's '/' cannot collide with a User id.
+func (m *ProjectMembership) Principal() string { return principalOf(m.User.Reference) }
+
+func principalOf(ref string) string {
+	t, id, err := ParseReference(ref)
+	switch {
+	case err != nil:
+		return ""
+	case t == "User":
+		return id
+	default:
+		return ref
+	}
+}
 
 func (m *ProjectMembership) normalize(time.Time) {
 	if id := m.ProjectID(); id != "" {
@@ -162,7 +234,7 @@ func (m *ProjectMembership) validate() error {
 	if err := checkIndexable("externalId", m.ExternalID); err != nil {
 		return err
 	}
-	if _, _, err := checkReference("user.reference", m.User.Reference, "User"); err != nil {
+	if _, _, err := checkReference("user.reference", m.User.Reference, principalTypes...); err != nil {
 		return err
 	}
 	if err := checkOptionalReference("profile", m.Profile, profileTypes...); err != nil {
@@ -172,14 +244,15 @@ func (m *ProjectMembership) validate() error {
 }
 
 func (m *ProjectMembership) references() []mustExist {
+	userType, userID, _ := ParseReference(m.User.Reference) // validated
 	return []mustExist{
 		{"project.reference", "Project", m.ProjectID()},
-		{"user.reference", "User", m.UserID()},
+		{"user.reference", userType, userID},
 	}
 }
 
 func (m *ProjectMembership) indexes() []indexEntry {
-	p, u := m.ProjectID(), m.UserID()
+	p, u := m.ProjectID(), m.Principal()
 	out := []indexEntry{
 		{key: indexKey(idxMembershipProjectUser, m.ID, p, u)},
 		{key: indexKey(idxMembershipUser, m.ID, u)},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv"
@@ -112,5 +113,29 @@ func TestReplicasIfMatchHasOneWinner(t *testing.T) {
 		if want := map[bool]string{true: pa.Name, false: pb.Name}[errA == nil]; got.Name != want {
 			t.Fatalf("round %d: stored name %q, want the winner's %q", i, got.Name, want)
 		}
+	}
+}
+
+// TestReplicasShareSingleUseClaims: a client assertion's jti claimed on
+// one replica is refused on the other (the replay cache is the store), and
+// two replicas claiming one value at the same instant have one winner.
+func TestReplicasShareSingleUseClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rs := replicas(t, 2)
+	a, b := rs[0], rs[1]
+	if err := a.ClaimOnce(ctx, "client-assertion", "ci/jti-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ClaimOnce(ctx, "client-assertion", "ci/jti-1", time.Minute); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a replay on the other replica: %v, want ErrConflict", err)
+	}
+	for i := range 20 {
+		v := fmt.Sprintf("ci/race-%d", i)
+		errA, errB := race(
+			func() error { return a.ClaimOnce(ctx, "client-assertion", v, time.Minute) },
+			func() error { return b.ClaimOnce(ctx, "client-assertion", v, time.Minute) },
+		)
+		oneWinner(t, v, errA, errB)
 	}
 }

@@ -1,0 +1,86 @@
+package caddymodule
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/internal/botapi"
+)
+
+// botAPI is a bot API over the fhirgate app's store and runners, as the
+// HTTP handler and the MLLP handler each hold one.
+type botAPI struct {
+	*botapi.API
+	// released is closed once the API's runs have ended and its use of
+	// the store has been let go.
+	released chan struct{}
+}
+
+// newBotAPI builds a bot API for a module of this config. The API writes
+// audit events and job results until its runs end, which can be after the
+// app's Cleanup: Caddy cleans modules up in no fixed order, and a reload
+// lets runs go on. So it holds its own use of the store, let go by a
+// watcher once the runs have ended (at once when Caddy exits: the grace
+// must start when the exit does, not at Cleanup).
+func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
+	if _, err := openStore(app.ctx, app.storage, logger); err != nil {
+		return nil, fmt.Errorf("opening store: %w", err)
+	}
+	api, err := botapi.New(botapi.Options{
+		Store:          app.Store(),
+		Runner:         app.runner,
+		Compiler:       app.compiler,
+		DefaultRuntime: app.BotDefaultRuntime,
+		MaxBody:        maxBody,
+		AuditRetention: time.Duration(app.AuditRetention),
+		ShutdownGrace:  time.Duration(app.BotShutdownGrace),
+		Logger:         logger,
+		OnExecute:      observeBot,
+
+		MaxCallsPerRequest: app.BotMaxCallsPerRequest,
+		AsyncResultMax:     int(app.BotAsyncResultMax),
+		ProjectRecordsMax:  app.ProjectBotRecordsMax,
+		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
+		OnRecordRefused:    observeRecordRefused,
+	})
+	if err != nil {
+		_ = releaseStore(app.storage)
+		return nil, err
+	}
+	b := &botAPI{API: api, released: make(chan struct{})}
+	go func(storage storageModule) {
+		defer close(b.released)
+		select {
+		case <-processExiting():
+			api.Shutdown()
+		case <-api.Done():
+		}
+		if err := releaseStore(storage); err != nil {
+			logger.Error("releasing the store after the bot runs ended", zap.Error(err))
+		}
+	}(app.storage)
+	return b, nil
+}
+
+// cleanup lets the bot runs of this config go on (a reload) or ends them
+// within bot_shutdown_grace (Caddy is exiting), then writes the audit
+// events still queued; the API's use of the store ends after that. It is
+// nil-safe.
+func (b *botAPI) cleanup(exiting bool) {
+	if b == nil {
+		return
+	}
+	if exiting {
+		b.Shutdown()
+		<-b.released // the store is closed before the process exits
+		return
+	}
+	b.Close()
+	select {
+	case <-b.Done(): // no run was going: let the store go now (`caddy validate` exits next)
+		<-b.released
+	default: // runs go on; the watcher lets the store go when they end
+	}
+}

@@ -1,0 +1,57 @@
+package botapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/store"
+)
+
+// TestRunMessageRunsTheBotAsItself: a message that arrived outside HTTP
+// (MLLP) runs the bot by identifier or Bot/{id} within its project only,
+// with the bot as requester and AuditEvent agent, its HL7 input parsed as
+// for $execute, and medplum calls refused clearly.
+func TestRunMessageRunsTheBotAsItself(t *testing.T) {
+	f := newAPIFixture(t, Options{})
+	bot := f.deployBot(t, &store.Bot{Name: "adt", Identifier: []store.Identifier{{System: "https://ex.org/bots", Value: "adt"}}},
+		`exports.handler = async (medplum, event) => {
+			if (event.input.getSegment('PID').getField(5).getComponent(1) === 'CALL') { await medplum.readResource('Patient', '1'); }
+			return event.requester.reference + ' ' + event.input.getSegment('MSH').getField(9).getComponent(1) + ' ' + event.contentType;
+		};`)
+	const hl7 = "MSH|^~\\&|LAB|N|GW|C|20260101||ADT^A01|1|P|2.5.1\rPID|1||7||Doe^Jane"
+	ctx := context.Background()
+	for _, name := range []string{"https://ex.org/bots|adt", "adt", "Bot/" + bot.ID} {
+		res, err := f.api.RunMessage(ctx, Message{Project: bot.Meta.Project, Bot: name, ContentType: "x-application/hl7-v2+er7", Body: []byte(hl7)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if want := "Bot/" + bot.ID + " ADT x-application/hl7-v2+er7"; string(res.Body) != want || resultStatus(res) != http.StatusOK {
+			t.Fatalf("%s: %d %q, want %q", name, resultStatus(res), res.Body, want)
+		}
+	}
+
+	res, err := f.api.RunMessage(ctx, Message{Project: bot.Meta.Project, Bot: "adt", ContentType: "x-application/hl7-v2+er7",
+		Body: []byte(strings.Replace(hl7, "Doe^Jane", "CALL", 1))})
+	if err != nil || resultStatus(res) != http.StatusBadRequest || !strings.Contains(res.Message, "backend") {
+		t.Fatalf("medplum call: %v %+v", err, res)
+	}
+
+	_, err = f.api.RunMessage(ctx, Message{Project: "another", Bot: "Bot/" + bot.ID, ContentType: "x-application/hl7-v2+er7", Body: []byte(hl7)})
+	if ferr := fhir.AsError(err); ferr == nil || ferr.Status != http.StatusNotFound {
+		t.Fatalf("another project's bot: %v", err)
+	}
+
+	f.api.Shutdown()
+	evs := f.auditEventsOf(t, bot.ID)
+	if len(evs) != 4 {
+		t.Fatalf("%d AuditEvents, want 4", len(evs))
+	}
+	for _, ev := range evs {
+		if len(ev.Agent) != 1 || ev.Agent[0].Who.Reference != "Bot/"+bot.ID {
+			t.Fatalf("agent %+v, want the bot", ev.Agent)
+		}
+	}
+}
