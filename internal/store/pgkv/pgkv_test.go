@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/kvtest"
@@ -266,87 +261,13 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-// proxy forwards loopback connections to a PostgreSQL server until cut,
-// standing in for a server that goes away and comes back.
-type proxy struct {
-	t      *testing.T
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, addr, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	p := &proxy{t: t, ln: ln, target: target}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-// cut refuses new connections and breaks the open ones.
-func (p *proxy) cut() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-// viaProxy returns dsn pointed at addr instead of its server, and the
-// server's address.
-func viaProxy(t *testing.T, dsn, addr string) (proxied, target string) {
-	t.Helper()
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	host, port, _ := net.SplitHostPort(addr)
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.Host = addr
-		return u.String(), target
-	}
-	return dsn + " host=" + host + " port=" + port, target
-}
-
 // TestServerDownWritesAreUnwritableAndRecover: while the server cannot be
 // reached, Update fails with an error wrapping ErrUnwritable (the gateway's
 // 503), and it succeeds again by itself once the server is back.
 func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 	t.Parallel()
 	dsn := pgkvtest.DSN(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	proxied, target := viaProxy(t, dsn, addr)
-	p := startProxy(t, addr, target)
+	p, proxied := pgkvtest.ProxyFor(t, dsn)
 	kv := openKV(t, Options{DSN: proxied + map[bool]string{true: "&", false: " "}[strings.Contains(proxied, "?")] + "connect_timeout=5", MaxConns: 2})
 	ctx := context.Background()
 	write := func(v string) error {
@@ -356,14 +277,14 @@ func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p.cut()
+	p.Cut()
 	for _, v := range []string{"during 1", "during 2"} { // a pooled connection, then a new one
 		err := write(v)
 		if !errors.Is(err, store.ErrUnwritable) {
 			t.Fatalf("Update with the server gone = %v, want ErrUnwritable", err)
 		}
 	}
-	p = startProxy(t, addr, target)
+	p = p.Restart(t)
 	if err := write("after"); err != nil {
 		t.Fatalf("Update after the server came back: %v", err)
 	}
@@ -371,8 +292,8 @@ func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 	// A server that restarts between two writes leaves the pool's
 	// connections dead; the next write takes a new one instead of failing.
 	for i := range 3 {
-		p.cut()
-		p = startProxy(t, addr, target)
+		p.Cut()
+		p = p.Restart(t)
 		if err := write(fmt.Sprint("restart ", i)); err != nil {
 			t.Fatalf("Update after a restart the pool did not see: %v", err)
 		}
@@ -384,7 +305,11 @@ func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 		t.Fatalf("fn's own error became %v", err)
 	}
 	var got []byte
-	err = kv.View(ctx, func(tx store.Txn) error { got, err = tx.Get([]byte("k")); return err })
+	err := kv.View(ctx, func(tx store.Txn) error {
+		var err error
+		got, err = tx.Get([]byte("k"))
+		return err
+	})
 	if err != nil || string(got) != "after" {
 		t.Fatalf("k = %q, %v", got, err)
 	}
