@@ -72,8 +72,14 @@ func sameSnapshot(t *testing.T, what string, before, after map[string]string) {
 // load's error.
 func loadApp(t *testing.T, dir string, projects map[string]*ProjectConfig, start bool) (*App, error) {
 	t.Helper()
+	return loadAppConfig(t, &App{StorageDir: dir, BotIsolation: isolationInProcess, Projects: projects}, start)
+}
+
+// loadAppConfig provisions a as Caddy does for a config load, and starts
+// it when start is set; see loadApp.
+func loadAppConfig(t *testing.T, a *App, start bool) (*App, error) {
+	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	a := &App{StorageDir: dir, BotIsolation: isolationInProcess, Projects: projects}
 	err := a.Provision(ctx)
 	if err == nil && start {
 		err = a.Start()

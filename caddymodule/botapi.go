@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
@@ -25,8 +24,8 @@ type botAPI struct {
 // lets runs go on. So it holds its own use of the store, let go by a
 // watcher once the runs have ended (at once when Caddy exits: the grace
 // must start when the exit does, not at Cleanup).
-func newBotAPI(ctx caddy.Context, app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
-	if _, err := openStore(ctx, app.storage, logger); err != nil {
+func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
+	if _, err := openStore(app.ctx, app.storage, logger); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
 	api, err := botapi.New(botapi.Options{

@@ -191,7 +191,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	h.bots, err = newBotAPI(ctx, app, h.logger, h.MaxBody)
+	h.bots, err = newBotAPI(app, h.logger, h.MaxBody)
 	if err != nil {
 		return err
 	}

@@ -179,7 +179,7 @@ func (h *MLLP) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading fhirgate app: %w", err)
 	}
 	h.app = appVal.(*App)
-	h.bots, err = newBotAPI(ctx, h.app, h.logger, h.MaxMessage)
+	h.bots, err = newBotAPI(h.app, h.logger, h.MaxMessage)
 	if err != nil {
 		return err
 	}

@@ -21,22 +21,7 @@ import (
 // cleaned up with the test.
 func loadStorageApp(t *testing.T, storage string, projects map[string]*ProjectConfig) (*App, error) {
 	t.Helper()
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	a := &App{StorageRaw: json.RawMessage(storage), BotIsolation: isolationInProcess, Projects: projects}
-	err := a.Provision(ctx)
-	if err == nil {
-		err = a.Start()
-	}
-	if err != nil {
-		_ = a.Cleanup()
-		cancel()
-		return nil, err
-	}
-	t.Cleanup(func() {
-		_ = a.Cleanup()
-		cancel()
-	})
-	return a, nil
+	return loadAppConfig(t, &App{StorageRaw: json.RawMessage(storage), BotIsolation: isolationInProcess, Projects: projects}, true)
 }
 
 // TestPostgresStorageFromAPlaceholder: `storage postgres` with its DSN in

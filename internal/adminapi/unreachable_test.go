@@ -2,17 +2,12 @@ package adminapi
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -22,66 +17,13 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgkvtest.Main(m)) }
 
-// cuttableProxy forwards loopback connections to PostgreSQL until cut.
-type cuttableProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func startCuttableProxy(t *testing.T, target string) *cuttableProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cuttableProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-// cut stops accepting and drops every connection: PostgreSQL is gone.
-func (p *cuttableProxy) cut() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 // TestPostgresDownOrHungAnswers503WithRetryAfter: on the PostgreSQL
 // storage, a write that waits on a hung database past the storage's
 // timeout, or finds the server gone, is answered 503 with Retry-After,
 // not 500 and not held.
 func TestPostgresDownOrHungAnswers503WithRetryAfter(t *testing.T) {
 	dsn := pgkvtest.DSN(t)
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startCuttableProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
-	viaProxy := "postgres://" + cfg.User + "@" + proxy.ln.Addr().String() + "/" + cfg.Database +
-		"?sslmode=disable&connect_timeout=2&search_path=" + cfg.RuntimeParams["search_path"]
+	proxy, viaProxy := pgkvtest.ProxyFor(t, dsn)
 	kv, err := pgkv.Open(context.Background(), pgkv.Options{DSN: viaProxy, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +56,6 @@ func TestPostgresDownOrHungAnswers503WithRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	proxy.cut()
+	proxy.Cut()
 	check("down")
 }

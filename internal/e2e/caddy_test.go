@@ -53,7 +53,7 @@ func runMain(m *testing.M) int {
 		fmt.Println("e2e: building caddy:", err)
 		return 1
 	}
-	// Drops the PostgreSQL database the replica tests created, if any.
+	// pgkvtest.Main drops the PostgreSQL database the tests made, if any.
 	return pgkvtest.Main(m)
 }
 

@@ -20,6 +20,13 @@
 //   - Scan reads `key >= prefix AND key < successor(prefix)` (no upper bound
 //     for an empty or all-0xff prefix) in bytea order, which is byte order,
 //     in pages, so fn may use the transaction while it runs.
+//   - A transaction's writes are sent in multi-row statements (before a
+//     Scan, every few thousand keys and at commit), and the resource layer
+//     prefetches the keys a batch checks ([store.Prefetcher]), so a large
+//     PutAll costs a few round trips, not several per record (pending.go).
+//   - Backup and Restore speak Badger's backup stream (package kvbackup),
+//     so a Badger deployment's backup restores here, and back.
+//   - The KV is a [store.SharedKV]: other gateways write it too.
 //
 // # Schema
 //

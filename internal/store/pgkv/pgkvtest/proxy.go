@@ -11,13 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Proxy forwards loopback connections to a PostgreSQL server until cut,
+// Proxy forwards loopback connections to a PostgreSQL server until Cut,
 // standing in for a server that goes away and comes back (the shared test
 // server itself is never stopped: others use it).
 type Proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	ln           net.Listener
+	addr, target string
+	mu           sync.Mutex
+	conns        []net.Conn
 }
 
 // FreeAddr returns a loopback address with a free port, for a Proxy that
@@ -32,6 +33,22 @@ func FreeAddr(tb testing.TB) string {
 	return ln.Addr().String()
 }
 
+// ProxyFor starts a Proxy on a free loopback port in front of dsn's
+// server; proxied is dsn pointed at it. The proxy is cut when tb ends.
+func ProxyFor(tb testing.TB, dsn string) (p *Proxy, proxied string) {
+	tb.Helper()
+	addr := FreeAddr(tb)
+	proxied, target := ViaProxy(tb, dsn, addr)
+	return StartProxy(tb, addr, target), proxied
+}
+
+// Restart starts a proxy again on p's address, to the same server: the
+// server is back.
+func (p *Proxy) Restart(tb testing.TB) *Proxy {
+	tb.Helper()
+	return StartProxy(tb, p.addr, p.target)
+}
+
 // StartProxy listens on addr and forwards every connection to target. It
 // is cut when the test ends.
 func StartProxy(tb testing.TB, addr, target string) *Proxy {
@@ -40,7 +57,7 @@ func StartProxy(tb testing.TB, addr, target string) *Proxy {
 	if err != nil {
 		tb.Fatalf("proxy: %v", err)
 	}
-	p := &Proxy{ln: ln}
+	p := &Proxy{ln: ln, addr: addr, target: target}
 	go func() {
 		for {
 			c, err := ln.Accept()
