@@ -20,9 +20,9 @@ import (
 //     is granted as its intersections, in SMART v2 form (user/*.cruds
 //     under an allowed user/Observation.rs gives user/Observation.rs).
 //   - A request with no resource scope gets the allowed resource scopes,
-//     so a token never carries less than "none" by accident: with a full
-//     allowed set, the granted scope has no resource scope either, which
-//     the gate reads as full access.
+//     as SMART lets a server grant its default. With a full allowed set
+//     the granted scope then has no resource scope either, which the gate
+//     reads as full access.
 //   - A request with resource scopes none of which intersects an allowed
 //     one fails (ErrInvalidScope): granting only "openid" would read as
 //     full access.

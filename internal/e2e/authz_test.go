@@ -5,13 +5,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"text/template"
 )
 
 // scopedToken exchanges an identity provider token through a client,
@@ -117,19 +114,7 @@ func TestAuthorizationAtTheGate(t *testing.T) {
 	})
 	be := newAuthzBackend(t)
 	cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: idp.URL, Backend: be.URL}
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = template.Must(template.New("caddyfile").Parse(authzCaddyfile)).Execute(f, cfg)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, path, cfg.Admin)
+	startCaddy(t, writeCaddyfile(t, t.TempDir(), authzCaddyfile, cfg), cfg.Admin)
 	gw := "http://localhost:" + strconv.Itoa(cfg.Gateway)
 
 	token := func(subject, scope string) string {

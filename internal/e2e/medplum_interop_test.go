@@ -158,7 +158,8 @@ func runNode(t *testing.T, node, script string, env []string) {
 // the newest 4.x on Node 20 — with token exchange and /auth/me, executeBot
 // by id and by identifier with every content type, the errors the client
 // surfaces and its refresh after a 401, a Medplum-style HL7 bot, an async
-// run polled to completion, and FHIR reads and writes.
+// run polled to completion, FHIR reads and writes, and the 403 of a
+// narrowed scope.
 func TestMedplumClientInterop(t *testing.T) {
 	needMedplumClient(t)
 	s := startMedplumStack(t)
@@ -198,6 +199,7 @@ func TestMedplumClientInterop(t *testing.T) {
 				{"Medplum-style HL7 bot", "hl7ack.mjs"},
 				{"async executeBot with pollStatusOnAccepted", "async.mjs"},
 				{"FHIR reads and writes", "fhir.mjs"},
+				{"narrowed scopes", "scopes.mjs"},
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {

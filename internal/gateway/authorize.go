@@ -47,12 +47,16 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, id *oauth.Id
 		writeDenied(w, fhir.NewError(http.StatusForbidden, "insufficient scope: the path is not one the gate can authorize"))
 		return nil, nil, false
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		fhir.WriteOutcome(w, http.StatusBadRequest, "the query string does not parse")
-		return nil, nil, false
+	if !acc.Full() {
+		// Full access needs only the path; a scoped token's query must
+		// parse, or the gate could miss a parameter the backend reads.
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeDenied(w, fhir.NewError(http.StatusBadRequest, "the query string does not parse"))
+			return nil, nil, false
+		}
+		req.Query = q
 	}
-	req.Query = q
 	if acc.NeedsBody(r.Method, t.Segments) {
 		body, ok := readBody(w, r)
 		if !ok {

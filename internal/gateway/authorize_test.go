@@ -279,3 +279,19 @@ func TestGatewayAuthorizesBotCalls(t *testing.T) {
 		t.Fatalf("a bot call outside the patient's compartment: %d %s", st, body)
 	}
 }
+
+// TestGatewayQueryThatDoesNotParse: a scoped token's request whose query
+// the gate cannot read is refused; a full-access token's passes as before.
+func TestGatewayQueryThatDoesNotParse(t *testing.T) {
+	f := newAuthzFixture(t)
+	before := f.backend.count()
+	if st, _ := f.do(f.token("doc", "user/Observation.rs"), "GET", "Observation?code=%zz", ""); st != 400 {
+		t.Fatalf("scoped token, bad query: %d", st)
+	}
+	if f.backend.count() != before {
+		t.Fatal("the refused request reached the backend")
+	}
+	if st, _ := f.do(f.token("doc", "openid"), "GET", "Observation/o1?x=%zz", ""); st != 200 {
+		t.Fatalf("full-access token, bad query: %d", st)
+	}
+}
