@@ -31,6 +31,7 @@ func newSites() (sites, error) {
 type caddyConfig struct {
 	sites         sites
 	storageDir    string
+	postgresDSN   string // when set, the store is on PostgreSQL (storage postgres) instead of storageDir
 	backend       string // host:port of the FHIR stand-in
 	idp           string // host:port of the identity-provider stand-in
 	declaredUsers int    // users user0..user<n-1> declared in the Caddyfile
@@ -52,7 +53,13 @@ func (c caddyConfig) caddyfile() string {
 	w("\tauto_https off")
 	w("\tpersist_config off")
 	w("\tfhirgate {")
-	w("\t\tstorage_dir %s", c.storageDir)
+	if c.postgresDSN != "" {
+		w("\t\tstorage postgres {")
+		w("\t\t\tdsn %s", c.postgresDSN)
+		w("\t\t}")
+	} else {
+		w("\t\tstorage_dir %s", c.storageDir)
+	}
 	w("\t\tissuer http://%s", c.sites.gateway)
 	if c.botIsolation != "" {
 		w("\t\tbot_isolation %s", c.botIsolation)

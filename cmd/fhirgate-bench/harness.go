@@ -327,6 +327,13 @@ func executeUnavailable(status int, body, input string) string {
 // startInstance seeds (when asked) and starts one Caddy in its own
 // directory under the run's temp dir.
 func (h *harness) startInstance(ctx context.Context, name string, users, bots, declared int, echoBot bool) (*caddyProc, error) {
+	return h.startInstanceOn(ctx, name, users, bots, declared, echoBot, "")
+}
+
+// startInstanceOn is startInstance with the store on PostgreSQL at
+// postgresDSN (seeding is for Badger stores only), or in its directory
+// when postgresDSN is empty.
+func (h *harness) startInstanceOn(ctx context.Context, name string, users, bots, declared int, echoBot bool, postgresDSN string) (*caddyProc, error) {
 	dir := filepath.Join(h.tmp, name)
 	storeDir := filepath.Join(dir, "store")
 	if users > 0 || bots > 0 {
@@ -341,7 +348,7 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 		return nil, err
 	}
 	cfg := caddyConfig{
-		sites: s, storageDir: storeDir, backend: h.backend.addr, idp: h.idpAddr,
+		sites: s, storageDir: storeDir, postgresDSN: postgresDSN, backend: h.backend.addr, idp: h.idpAddr,
 		declaredUsers: declared, respondBody: echoInput,
 		botIsolation: h.set.BotIsolation, botMax: h.set.BotMaxConcurrent, botRuns: h.set.BotRunsPerWorker,
 	}

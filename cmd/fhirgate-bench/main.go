@@ -131,7 +131,7 @@ func exitCode(rep *report, err error) int {
 }
 
 // lastScenario is the highest scenario number.
-const lastScenario = 10
+const lastScenario = 11
 
 // parseOnly reads -only; nil means every scenario.
 func parseOnly(s string) ([]int, error) {
@@ -212,7 +212,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9) || selected(10)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -235,7 +235,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	defer idp.Close()
 	h.idpAddr = idp.addr
 
-	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) || selected(10) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -257,7 +257,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 7, 8, 9, 10, 5} {
+		for _, id := range []int{1, 2, 3, 7, 8, 9, 10, 11, 5} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -270,7 +270,8 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 		run func(context.Context, *mainInstance) (*scenario, error)
 	}{
 		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {7, h.mllpScenario}, {8, h.machineScenario},
-		{9, h.jwksScenario}, {authzScenarioID, h.authzScenario}, {5, h.memoryScenario},
+		{9, h.jwksScenario}, {authzScenarioID, h.authzScenario},
+		{postgresScenarioID, h.postgresScenario}, {5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {

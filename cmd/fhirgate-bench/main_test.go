@@ -364,8 +364,8 @@ func TestParsers(t *testing.T) {
 		if ids, err := parseOnly("10"); err != nil || len(ids) != 1 || ids[0] != authzScenarioID {
 			t.Errorf("parseOnly(10) = %v, %v; want the authorization scenario", ids, err)
 		}
-		if _, err := parseOnly("11"); err == nil {
-			t.Error("parseOnly accepted scenario 11")
+		if _, err := parseOnly("12"); err == nil {
+			t.Error("parseOnly accepted scenario 12")
 		}
 	})
 }
