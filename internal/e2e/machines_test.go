@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/base64"
-	"errors"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // machineSecret is the ci client's secret in machineCaddyfile.
@@ -62,34 +58,16 @@ http://localhost:{{.Gateway}} {
 func TestMedplumCLISignsInByItself(t *testing.T) {
 	needMedplumClient(t)
 	s := startStackWith(t, machineCaddyfile, "")
-	node, err := filepath.Abs(filepath.Join(medplumDir, "node_modules", "node-22", "bin", "node"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := filepath.Abs(filepath.Join(medplumDir, "node_modules", "@medplum", "cli", "dist", "cjs", "index.cjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newMedplumCLI(t, s.gateway)
 	botID := s.botID(t, "alpha", "https://example.com/bots|echo")
-	work := t.TempDir()
-	writeTestFile(t, work, "medplum.config.json", `{"bots":[{"name":"echo","id":"`+botID+`","source":"echo.ts","dist":"echo.js"}]}`)
-	writeTestFile(t, work, "echo.ts", "export async function handler(): Promise<string> { return 'deployed-by-cli'; }\n")
-	writeTestFile(t, work, "echo.js", "exports.handler = async function () { return 'deployed-by-cli'; };\n")
+	writeTestFile(t, c.dir, "medplum.config.json", `{"bots":[{"name":"echo","id":"`+botID+`","source":"echo.ts","dist":"echo.js"}]}`)
+	writeTestFile(t, c.dir, "echo.ts", "export async function handler(): Promise<string> { return 'deployed-by-cli'; }\n")
+	writeTestFile(t, c.dir, "echo.js", "exports.handler = async function () { return 'deployed-by-cli'; };\n")
 
+	// Each sign-in keeps its profile under its own HOME.
 	medplum := func(t *testing.T, home string, env []string, args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, node, append([]string{cli}, args...)...)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), append([]string{"HOME=" + home}, env...)...)
-		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
-		t.Logf("medplum %s:\n%s", strings.Join(args, " "), out)
-		if err != nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("medplum %s: %v", args[0], err)
-		}
-		return string(out)
+		return c.must(t, append([]string{"HOME=" + home}, env...), args...)
 	}
 	base := s.gateway + "/"
 	wantWhoami := func(t *testing.T, out string) {
