@@ -346,6 +346,15 @@ func TestHostileBoundsDiskReserve(t *testing.T) {
 	if r := b.execute(t, "chatty", `{}`); r.status != 200 {
 		t.Fatalf("a run before the disk fills: %d %.300s", r.status, r.body)
 	}
+	// Its AuditEvent is written in the background, in a batch: let it be
+	// stored before the disk fills, so every later one is a refused one.
+	chatty := b.botID(t, "chatty")
+	for deadline := time.Now().Add(10 * time.Second); b.auditEvents(t, chatty) < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the AuditEvent of the run before the disk fills was not stored")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// Leave about 30 MiB: under the 40 MiB bot-record reserve, well over
 	// the store's 16 MiB.
 	var st syscall.Statfs_t

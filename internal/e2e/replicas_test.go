@@ -80,7 +80,7 @@ func startReplicaPair(t *testing.T) *replicaPair {
 	rp.proxy = pgkvtest.StartProxy(t, rp.pgAddr, rp.pgReal)
 	idp := newIdP(t, map[string]string{
 		"alice-token": `{"sub":"sub-alice","email":"alice@example.com","email_verified":true}`,
-		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com"}`,
+		"bob-token":   `{"sub":"sub-bob","email":"bob@example.com","email_verified":true}`,
 	})
 	rp.idp, rp.backend = idp.URL, newBackend(t)
 	testdata, _ := filepath.Abs("testdata")
