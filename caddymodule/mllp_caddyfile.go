@@ -72,15 +72,12 @@ func (h *MLLP) parseRoute(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// parseOneString reads one argument into dst, refusing repeats.
+// parseOneString is oneArg refusing a repeat of the option.
 func parseOneString(d *caddyfile.Dispenser, dst *string) error {
 	if *dst != "" {
 		return d.Errf("%s already specified", d.Val())
 	}
-	if !d.AllArgs(dst) {
-		return d.ArgErr()
-	}
-	return nil
+	return oneArg(d, dst)
 }
 
 // parseDurationOrOff reads a positive duration, or `off` (stored as -1ns).

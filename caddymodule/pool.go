@@ -39,7 +39,7 @@ type storeHandle struct {
 // notices. It runs from Start, so `caddy validate` does not write.
 func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error {
 	h.recovery.Do(func() {
-		if !sharedStorage(h.kv) {
+		if !h.store.SharedByProcesses() {
 			n, err := botapi.FailInterruptedJobs(ctx, h.store)
 			if err != nil {
 				h.recoveryErr = fmt.Errorf("recovering async jobs: %w", err)

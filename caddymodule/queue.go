@@ -27,10 +27,3 @@ func openQueue(ctx context.Context, kv store.KV, logger *zap.Logger) (queue.Queu
 	}
 	return kvqueue.New(kv, queue.Options{}, logger), nil
 }
-
-// sharedStorage tells whether other gateway processes write kv too
-// (PostgreSQL): opening it then says nothing about their jobs.
-func sharedStorage(kv store.KV) bool {
-	s, ok := kv.(store.SharedKV)
-	return ok && s.SharedByProcesses()
-}

@@ -94,6 +94,11 @@ type SharedKV interface {
 	SharedByProcesses() bool
 }
 
+// SharedByProcesses reports that other gateway processes may write the
+// store's KV too (PostgreSQL), so that what the process alone knows — such
+// as which async jobs it was running — says nothing of theirs.
+func (s *Store) SharedByProcesses() bool { return s.shared }
+
 // sharedByProcesses tells whether kv may be written by other processes.
 func sharedByProcesses(kv KV) bool {
 	s, ok := kv.(SharedKV)
