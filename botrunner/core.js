@@ -12,6 +12,67 @@
   const isString = (v) => typeof v === 'string';
 
   return {
+    // The string and number constants of core's constants.ts and its other modules, as 5.2.13
+    // exports them (TestCoreConstantsMatchThePackage compares them with the package).
+    constants() {
+      return {
+        ALL_SERVICE_TYPES_CODE: 'all',
+        CPT: 'http://www.ama-assn.org/go/cpt',
+        DEFAULT_ACCEPT: 'application/fhir+json, */*; q=0.1',
+        DEFAULT_MAX_SEARCH_COUNT: 1000,
+        DEFAULT_SEARCH_COUNT: 20,
+        HL7_V2_0203: 'http://terminology.hl7.org/CodeSystem/v2-0203',
+        HTTP_HL7_ORG: 'http://hl7.org',
+        HTTP_TERMINOLOGY_HL7_ORG: 'http://terminology.hl7.org',
+        ICD10: 'http://hl7.org/fhir/sid/icd-10',
+        INVALID_MEDICATION_CART_CONTENTS_RESPONSE: 'Invalid response from get-cart bot',
+        INVALID_MEDICATION_CART_RESPONSE: 'Invalid response from cart-management bot',
+        INVALID_MEDICATION_CHECKOUT_RESPONSE: 'Invalid response from checkout-medications bot',
+        INVALID_MEDICATION_ORDER_RESPONSE: 'Invalid response from order medication bot',
+        INVALID_MEDICATION_ORDER_SET_RESPONSE: 'Invalid response from order-set bot',
+        INVALID_MEDICATION_SEARCH_RESPONSE: 'Invalid response from medication search bot',
+        LOINC: 'http://loinc.org',
+        MEDICATION_REQUEST_STATUS_REASON_RESPONSE_NOT_RECEIVED: 'response-not-received',
+        MEDICATION_REQUEST_STATUS_REASON_SYSTEM: 'https://medplum.com/fhir/CodeSystem/medication-request-status-reason',
+        MEDPLUM_CLI_CLIENT_ID: 'medplum-cli',
+        MEDPLUM_RELEASES_URL: 'https://meta.medplum.com/releases',
+        MEDPLUM_VERSION: '5.2.13-fd453f2',
+        NDC: 'http://hl7.org/fhir/sid/ndc',
+        OccurrenceChangedExtensionURI: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Appointment.occurrenceChanged',
+        PARTICIPATION_TYPE_SYSTEM: 'http://terminology.hl7.org/CodeSystem/v3-ParticipationType',
+        PATIENT_PREFERRED_PHARMACY_URL: 'http://hl7.org/fhir/StructureDefinition/patient-preferredPharmacy',
+        PHARMACY_PREFERENCE_TYPE_SYSTEM: 'https://medplum.com/fhir/CodeSystem/pharmacy-preference-type',
+        PHARMACY_TYPE_PREFERRED: 'preferred',
+        PHARMACY_TYPE_PRIMARY: 'primary',
+        PRIMARY_PERFORMER_CODE: 'PPRF',
+        RATE_LIMIT_RESET_EXTENSION_URL: 'https://medplum.com/fhir/StructureDefinition/rate-limit-reset',
+        REQUIRES_DIAGNOSIS_CODE: 'requires-diagnosis',
+        REQUIRES_MEDICAL_NECESSITY_CODE: 'requires-medical-necessity',
+        REQUIRES_PROCEDURE_CODE: 'requires-procedure',
+        RXNORM: 'http://www.nlm.nih.gov/research/umls/rxnorm',
+        RecurrenceIdExtensionURI: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Appointment.recurrenceId',
+        RecurrenceTemplateExtensionURI: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Appointment.recurrenceTemplate',
+        RecurringAppointmentSeriesIdentifierSystem: 'https://medplum.com/fhir/recurring-appointment-series',
+        SCHEDULING_ELIGIBILITY_SYSTEM: 'https://medplum.com/fhir/CodeSystem/scheduling-eligibility',
+        SCHEDULING_SERVICE_TYPE_SYSTEM: 'https://medplum.com/fhir/CodeSystem/scheduling-service-type',
+        SNOMED: 'http://snomed.info/sct',
+        SchedulingBookedByOperationURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingBookedByOperation',
+        SchedulingColorURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingColor',
+        SchedulingEncounterCodingURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingEncounterCoding',
+        SchedulingExternalUrlURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingExternalUrl',
+        SchedulingMedicalNecessityURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingMedicalNecessity',
+        SchedulingParametersURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingParameters',
+        SchedulingPlanDefinitionURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingPlanDefinition',
+        SchedulingScheduleColorURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingColor',
+        SchedulingSiteURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingSite',
+        SchedulingSlotCapacityURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingSlotCapacity',
+        SchedulingUnvalidatedBookingURI: 'https://medplum.com/fhir/StructureDefinition/SchedulingUnvalidatedBooking',
+        ServiceTypeReferenceURI: 'https://medplum.com/fhir/service-type-reference',
+        TimezoneExtensionURI: 'http://hl7.org/fhir/StructureDefinition/timezone',
+        UCUM: 'http://unitsofmeasure.org',
+      };
+    },
+
     content() {
       const ContentType = Object.freeze({
         CDA_XML: 'application/cda+xml',
@@ -61,10 +122,24 @@
       const notModified = outcome('not-modified', 'information', 'informational', 'Not Modified');
       const notFound = outcome('not-found', 'error', 'not-found', 'Not found');
       const unauthorized = outcome('unauthorized', 'error', 'login', 'Unauthorized');
+      const unauthorizedTokenExpired = outcome('unauthorized', 'error', 'login', 'Unauthorized');
+      unauthorizedTokenExpired.issue.push({ severity: 'error', code: 'expired', details: { text: 'Token expired' } });
+      const unauthorizedTokenAudience = outcome('unauthorized', 'error', 'login', 'Unauthorized');
+      unauthorizedTokenAudience.issue.push({ severity: 'error', code: 'invalid', details: { text: 'Token not issued for this audience' } });
       const forbidden = outcome('forbidden', 'error', 'forbidden', 'Forbidden');
       const gone = outcome('gone', 'error', 'deleted', 'Gone');
       const preconditionFailed = outcome('precondition-failed', 'error', 'processing', 'Precondition Failed');
+      const multipleMatches = outcome('multiple-matches', 'error', 'multiple-matches', 'Multiple resources found matching condition');
       const tooManyRequests = outcome('too-many-requests', 'error', 'throttled', 'Too Many Requests');
+      const unsupportedMediaType = outcome('unsupported-media-type', 'error', 'not-supported', 'Unsupported media type');
+      const contentTooLarge = (text) => outcome('content-too-large', 'error', 'too-long', text);
+      const serverTimeout = (text) => outcome('server-timeout', 'error', 'timeout', text ?? 'Server timeout');
+
+      function businessRule(key, text) {
+        const o = outcome('business-rule', 'error', 'business-rule', text);
+        o.issue[0].details = { id: key, text };
+        return o;
+      }
 
       function accepted(location) {
         const o = outcome('accepted', 'information', 'informational', 'Accepted');
@@ -83,7 +158,7 @@
       function conflict(text, code) {
         const o = outcome('conflict', 'error', 'conflict', text);
         if (code) {
-          o.issue[0].details.coding = [{ code }];
+          o.issue[0].details = { coding: [{ code }], text };
         }
         return o;
       }
@@ -114,6 +189,7 @@
         'multiple-matches': 412,
         'unsupported-media-type': 415,
         'business-rule': 422,
+        'content-too-large': 413,
         'too-many-requests': 429,
         'server-timeout': 504,
       };
@@ -130,11 +206,16 @@
       const isNotFound = (o) => o?.id === 'not-found';
       const isGone = (o) => o?.id === 'gone';
       const isAccepted = (o) => o?.id === 'accepted';
+      const isConflict = (o) => o?.id === 'conflict';
+      const isCreated = (o) => o?.id === 'created';
+      const isUnauthenticated = (o) => o?.id === 'unauthorized';
 
       function operationOutcomeIssueToString(issue) {
-        let s = issue?.details?.text ?? 'Unknown error';
-        if (issue?.diagnostics) {
-          s += ' (' + issue.diagnostics + ')';
+        let s;
+        if (issue?.details?.text) {
+          s = issue.diagnostics ? `${issue.details.text} (${issue.diagnostics})` : issue.details.text;
+        } else {
+          s = issue?.diagnostics || 'Unknown error';
         }
         if (Array.isArray(issue?.expression) && issue.expression.length > 0) {
           s += ' (' + issue.expression.join(', ') + ')';
@@ -148,13 +229,13 @@
       }
 
       class OperationOutcomeError extends Error {
-        constructor(o, cause) {
+        constructor(o, options) {
           super(operationOutcomeToString(o));
+          if (options?.cause !== undefined) {
+            this.cause = options.cause;
+          }
           this.name = 'OperationOutcomeError';
           this.outcome = o;
-          if (cause !== undefined) {
-            this.cause = cause;
-          }
         }
       }
 
@@ -198,16 +279,22 @@
         allOk,
         assertOk,
         badRequest,
+        businessRule,
         conflict,
+        contentTooLarge,
         created,
         forbidden,
         getStatus,
         gone,
         isAccepted,
+        isConflict,
+        isCreated,
         isGone,
         isNotFound,
         isOk,
         isOperationOutcome,
+        isUnauthenticated,
+        multipleMatches,
         normalizeErrorString,
         normalizeOperationOutcome,
         notFound,
@@ -216,8 +303,12 @@
         operationOutcomeToString,
         preconditionFailed,
         serverError,
+        serverTimeout,
         tooManyRequests,
         unauthorized,
+        unauthorizedTokenAudience,
+        unauthorizedTokenExpired,
+        unsupportedMediaType,
         validationError,
       };
     },

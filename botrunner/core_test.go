@@ -135,8 +135,14 @@ func TestCoreExportTableMatchesTheGroups(t *testing.T) {
 			t.Errorf("group %s exports %v, table says %v", g, got, want)
 		}
 	}
-	if keys := core.Keys(); len(keys) != len(coreExports) {
-		t.Errorf("module has %d keys, table %d", len(keys), len(coreExports))
+	if keys := core.Keys(); len(keys) != len(coreExportNames) {
+		t.Errorf("module has %d keys, want %d", len(keys), len(coreExportNames))
+	}
+	// Every name core.js writes is one the package has (a typo would be an export Medplum lacks).
+	for name := range coreExports {
+		if !corePkgNames[name] {
+			t.Errorf("core.js exports %s, which @medplum/core %s does not", name, corePkgVersion)
+		}
 	}
 }
 
