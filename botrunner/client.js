@@ -35,6 +35,59 @@
     return res.body;
   }
 
+  // Medplum's outcome for an error status, as Medplum's server answers it (with its id), so that
+  // isNotFound, isGone, isUnauthenticated… and normalizeErrorString of a failed call give what
+  // they give in Medplum whatever FHIR server is behind the gateway. text is the backend's own
+  // message, kept where Medplum's outcome carries one.
+  function statusOutcome(status, text) {
+    const c = core();
+    switch (status) {
+      case 401:
+        return c.unauthorized;
+      case 403:
+        return c.forbidden;
+      case 404:
+        return c.notFound;
+      case 409:
+        return c.conflict(text || 'Conflict');
+      case 410:
+        return c.gone;
+      case 412:
+        return c.preconditionFailed;
+      case 413:
+        return c.contentTooLarge(text || 'Content too large');
+      case 415:
+        return c.unsupportedMediaType;
+      case 429:
+        return c.tooManyRequests;
+      case 504:
+        return c.serverTimeout(text || undefined);
+      default:
+        return undefined;
+    }
+  }
+
+  // errorOutcome is the outcome a failed call rejects with. A backend outcome that already is
+  // Medplum's for the status (Medplum behind the gateway) is kept as it is; for other statuses
+  // (400, 422, 5xx) the backend's outcome is kept, or a body that is none becomes badRequest of
+  // its text, as Medplum's client does (normalizeOperationOutcome).
+  function errorOutcome(status, value) {
+    const c = core();
+    const isOutcome = c.isOperationOutcome(value);
+    const text = isOutcome ? c.operationOutcomeToString(value) : typeof value === 'string' ? value.trim().slice(0, 500) : '';
+    const medplums = statusOutcome(status, text);
+    if (medplums) {
+      return isOutcome && value.id === medplums.id ? value : JSON.parse(JSON.stringify(medplums));
+    }
+    if (isOutcome) {
+      return value;
+    }
+    if (value !== null && typeof value === 'object') {
+      return c.badRequest(c.normalizeErrorString(value));
+    }
+    return c.badRequest(text || `the FHIR backend answered HTTP ${status}`);
+  }
+
   function request(method, path, query, body, contentType, headers) {
     const res = native.request(method, path, query, body, contentType, headers);
     if (res.status >= 400) {
@@ -44,14 +97,10 @@
       } catch {
         value = undefined;
       }
-      if (core().isOperationOutcome(value)) {
-        fail(value);
-      }
-      if (res.status === 404) {
-        fail(core().notFound);
-      }
-      const text = typeof value === 'string' ? value.trim().slice(0, 500) : '';
-      fail(native.outcome(res.status, text || `the FHIR backend answered HTTP ${res.status}`));
+      fail(errorOutcome(res.status, value));
+    }
+    if (res.status === 304) {
+      return undefined;
     }
     return parseBody(res);
   }

@@ -69,9 +69,6 @@ func (x *execution) newClient() *goja.Object {
 		vals.Set(c.Argument(1).String(), c.Argument(2).String())
 		return rt.ToValue(vals.Encode())
 	}))
-	_ = native.Set("outcome", x.fn("outcome", func(c goja.FunctionCall) goja.Value {
-		return x.outcome(fhir.NewOutcome(int(c.Argument(0).ToInteger()), c.Argument(1).String()))
-	}))
 	return x.evalFactory(clientProgram(), native)
 }
 
