@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/email"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/tokens"
@@ -239,6 +240,9 @@ type App struct {
 	// are not deleted (the admin API may manage them too).
 	Projects map[string]*ProjectConfig `json:"projects,omitempty"`
 
+	// Email is the SMTP server bots send email through (medplum.sendEmail).
+	Email *EmailConfig `json:"email,omitempty"`
+
 	store    *storeHandle
 	storage  storageModule
 	declared *declared
@@ -253,8 +257,11 @@ type App struct {
 	// botExecutors (botpool.go).
 	slots       *botrunner.Slots
 	executorKey string
-	logger      *zap.Logger
-	ctx         caddy.Context
+	// mailer is this config's email sender (nil without an email block), shared by its bot
+	// APIs so that a project's rate counts once per process (email.go).
+	mailer *email.Sender
+	logger *zap.Logger
+	ctx    caddy.Context
 }
 
 // CaddyModule returns the Caddy module information.
@@ -279,6 +286,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.checkTokenLifetimes(); err != nil {
 		return err
 	}
+	mailer, err := a.emailSender()
+	if err != nil {
+		return err
+	}
+	a.mailer = mailer
 	storage, err := a.loadStorage(ctx)
 	if err != nil {
 		return err

@@ -28,6 +28,10 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
 	if _, err := openStore(app.ctx, app.storage, logger); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
+	var mailer botapi.EmailSender
+	if app.mailer != nil {
+		mailer = app.mailer // a nil *email.Sender must stay a nil interface
+	}
 	api, err := botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Queue:          app.store.queue,
@@ -45,6 +49,7 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
 		ProjectRecordsMax:  app.ProjectBotRecordsMax,
 		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
 		OnRecordRefused:    observeRecordRefused,
+		Email:              mailer,
 	})
 	if err != nil {
 		_ = releaseStore(app.storage)

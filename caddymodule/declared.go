@@ -27,6 +27,10 @@ type ProjectConfig struct {
 
 	// Bots are keyed by name, unique within the project.
 	Bots map[string]*BotConfig `json:"bots,omitempty"`
+
+	// EmailSenders are the addresses this project's bots may send email from, besides the
+	// `email` block's default sender.
+	EmailSenders []string `json:"email_senders,omitempty"`
 }
 
 // ClientConfig declares a ClientApplication: one that exchanges tokens of

@@ -92,6 +92,9 @@ type Options struct {
 	// OnRecordRefused observes a bot record the store refused: record is
 	// "audit_event" or "async_job", reason "quota" or "disk".
 	OnRecordRefused func(record, reason string)
+	// Email sends the email of bots (medplum.sendEmail; *email.Sender). Nil: sendEmail is
+	// answered 501, saying no SMTP server is configured.
+	Email EmailSender
 }
 
 // API answers the bot operations.

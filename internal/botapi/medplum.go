@@ -69,6 +69,9 @@ func (c medplumClient) Do(ctx context.Context, method, path string, query url.Va
 	if botID, ok := executePath(path); ok {
 		return c.executeBot(ctx, botID, query, body, contentType)
 	}
+	if path == emailPath {
+		return c.sendEmail(ctx, method, body)
+	}
 	h := header.Clone()
 	if h == nil {
 		h = http.Header{}
