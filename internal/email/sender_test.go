@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fhirgate/fhirgate/internal/email/smtptest"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 )
 
@@ -29,8 +30,8 @@ func statusOf(err error) int {
 }
 
 func TestSendThroughARealSMTPServer(t *testing.T) {
-	srv := startSMTP(t, "bots", "s3cret")
-	s := newSender(t, Config{Addr: srv.addr, Username: "bots", Password: "s3cret", From: "Bots <bots@example.com>", TLS: TLSOff,
+	srv := smtptest.Start(t, "bots", "s3cret")
+	s := newSender(t, Config{Addr: srv.Addr, Username: "bots", Password: "s3cret", From: "Bots <bots@example.com>", TLS: TLSOff,
 		Senders: map[string][]string{"p1": {"alerts@example.org"}}})
 	body := `{"to": ["Ann <ann@example.com>", {"name": "Bo", "address": "bo@example.com"}], "cc": "cy@example.com", "bcc": "di@example.com",
   "subject": "Lab result", "text": "Your result is ready.", "html": "<p>Your result is ready.</p>"}`
@@ -40,31 +41,31 @@ func TestSendThroughARealSMTPServer(t *testing.T) {
 	if err := s.Send(context.Background(), "p1", []byte(`{"from": "alerts@example.org", "to": "ann@example.com", "subject": "s", "text": "t"}`)); err != nil {
 		t.Fatal(err)
 	}
-	got := srv.received()
+	got := srv.Received()
 	if len(got) != 2 {
 		t.Fatalf("server received %d messages", len(got))
 	}
 	m := got[0]
-	if m.from != "bots@example.com" || m.user != "bots" || strings.Join(m.to, ",") != "ann@example.com,bo@example.com,cy@example.com,di@example.com" {
+	if m.From != "bots@example.com" || m.User != "bots" || strings.Join(m.To, ",") != "ann@example.com,bo@example.com,cy@example.com,di@example.com" {
 		t.Errorf("envelope %+v", m)
 	}
 	for _, want := range []string{"Subject: Lab result", `From: "Bots" <bots@example.com>`, "Your result is ready.", "<p>Your result is ready.</p>", "text/html", "Cc: <cy@example.com>"} {
-		if !strings.Contains(m.data, want) {
-			t.Errorf("message lacks %q:\n%s", want, m.data)
+		if !strings.Contains(m.Data, want) {
+			t.Errorf("message lacks %q:\n%s", want, m.Data)
 		}
 	}
-	if strings.Contains(m.data, "di@example.com") {
+	if strings.Contains(m.Data, "di@example.com") {
 		t.Error("the Bcc recipient is in the message")
 	}
-	if got[1].from != "alerts@example.org" {
-		t.Errorf("second message from %s", got[1].from)
+	if got[1].From != "alerts@example.org" {
+		t.Errorf("second message from %s", got[1].From)
 	}
 }
 
 func TestSendRefusals(t *testing.T) {
-	srv := startSMTP(t, "", "")
-	srv.rejectRcpt = "nobody@example.com"
-	s := newSender(t, Config{Addr: srv.addr, From: "bots@example.com", TLS: TLSOff, RateLimit: 2, RatePeriod: time.Hour,
+	srv := smtptest.Start(t, "", "")
+	srv.Reject("nobody@example.com")
+	s := newSender(t, Config{Addr: srv.Addr, From: "bots@example.com", TLS: TLSOff, RateLimit: 2, RatePeriod: time.Hour,
 		Senders: map[string][]string{"p1": {"alerts@example.org"}}})
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -98,8 +99,8 @@ func TestSendRefusals(t *testing.T) {
 }
 
 func TestSendWrongCredentialsAreNotRepeated(t *testing.T) {
-	srv := startSMTP(t, "bots", "right-password")
-	s := newSender(t, Config{Addr: srv.addr, Username: "bots", Password: "wrong-password", From: "bots@example.com", TLS: TLSOff})
+	srv := smtptest.Start(t, "bots", "right-password")
+	s := newSender(t, Config{Addr: srv.Addr, Username: "bots", Password: "wrong-password", From: "bots@example.com", TLS: TLSOff})
 	err := s.Send(context.Background(), "p1", []byte(`{"to": "a@example.com", "text": "x"}`))
 	if statusOf(err) != http.StatusBadGateway || strings.Contains(err.Error(), "wrong-password") {
 		t.Errorf("err = %v", err)
@@ -107,12 +108,12 @@ func TestSendWrongCredentialsAreNotRepeated(t *testing.T) {
 }
 
 func TestSendMandatoryTLSRefusesAPlainServer(t *testing.T) {
-	srv := startSMTP(t, "", "")
-	s := newSender(t, Config{Addr: srv.addr, From: "bots@example.com"})
+	srv := smtptest.Start(t, "", "")
+	s := newSender(t, Config{Addr: srv.Addr, From: "bots@example.com"})
 	if err := s.Send(context.Background(), "p1", []byte(`{"to": "a@example.com", "text": "x"}`)); statusOf(err) != http.StatusBadGateway {
 		t.Errorf("err = %v, want 502 (no STARTTLS offered)", err)
 	}
-	if len(srv.received()) != 0 {
+	if len(srv.Received()) != 0 {
 		t.Error("the message went out in plain text")
 	}
 }
