@@ -74,32 +74,33 @@
     },
 
     content() {
-      const ContentType = Object.freeze({
-        CDA_XML: 'application/cda+xml',
+      const ContentType = {
         CSS: 'text/css',
-        CSV: 'text/csv',
         DICOM: 'application/dicom',
+        DICOM_JSON: 'application/dicom+json',
+        EVENT_STREAM: 'text/event-stream',
         FAVICON: 'image/vnd.microsoft.icon',
-        FETCH_LOGS_REQUEST: 'x-application/fetch-logs-request',
         FHIR_JSON: 'application/fhir+json',
         FORM_URL_ENCODED: 'application/x-www-form-urlencoded',
         HL7_V2: 'x-application/hl7-v2+er7',
         HTML: 'text/html',
         JAVASCRIPT: 'text/javascript',
+        JOSE: 'application/jose',
         JSON: 'application/json',
         JSON_PATCH: 'application/json-patch+json',
         JWT: 'application/jwt',
+        LINKSET_JSON: 'application/linkset+json',
         MULTIPART_FORM_DATA: 'multipart/form-data',
-        OCTET_STREAM: 'application/octet-stream',
-        PDF: 'application/pdf',
-        PING: 'x-application/ping',
         PNG: 'image/png',
         SCIM_JSON: 'application/scim+json',
         SVG: 'image/svg+xml',
         TEXT: 'text/plain',
         TYPESCRIPT: 'text/typescript',
+        PING: 'x-application/ping',
         XML: 'text/xml',
-      });
+        CDA_XML: 'application/cda+xml',
+        OCTET_STREAM: 'application/octet-stream',
+      };
 
       // Bots get their client as the handler's first argument; there is no network to build another.
       class MedplumClient {
@@ -313,13 +314,25 @@
       };
     },
 
+    // As Medplum's utils.ts and format.ts (5.2.13) write them.
     references() {
       const isReference = (v) => isObject(v) && isString(v.reference);
       const isResource = (v) => isObject(v) && isString(v.resourceType);
-      const isCodeableConcept = (v) => isObject(v) && (Array.isArray(v.coding) || isString(v.text));
+      const isResourceWithId = (v) => isResource(v) && 'id' in v && isString(v.id);
+      const isCoding = (v) => isObject(v) && 'code' in v && isString(v.code);
+      const isCodeableConcept = (v) => isObject(v) && 'coding' in v && Array.isArray(v.coding) && v.coding.every(isCoding);
+      const isTextObject = (v) => isObject(v) && isString(v.text);
+      const ensureString = (v) => (isString(v) ? v : undefined);
 
+      // A resource first: some resources (DetectedIssue) have a top-level reference element.
       function getReferenceString(input) {
-        return isReference(input) ? input.reference : `${input.resourceType}/${input.id}`;
+        if (isResourceWithId(input)) {
+          return `${input.resourceType}/${input.id}`;
+        }
+        if (isReference(input)) {
+          return input.reference;
+        }
+        return undefined;
       }
 
       function resolveId(input) {
@@ -344,81 +357,118 @@
         if (!name) {
           return '';
         }
-        const parts = [];
+        const builder = [];
         if (name.prefix && options?.prefix !== false) {
-          parts.push(...name.prefix);
+          builder.push(...name.prefix);
         }
         if (name.given) {
-          parts.push(...name.given);
+          builder.push(...name.given);
         }
         if (name.family) {
-          parts.push(name.family);
+          builder.push(name.family);
         }
         if (name.suffix && options?.suffix !== false) {
-          parts.push(...name.suffix);
+          builder.push(...name.suffix);
         }
         if (name.use && (options?.all || options?.use)) {
-          parts.push('[' + name.use + ']');
+          builder.push('[' + name.use + ']');
         }
-        const s = parts.join(' ').trim();
-        return s || (isString(name.text) ? name.text : '');
+        if (builder.length === 0) {
+          const text = ensureString(name.text);
+          if (text) {
+            return text;
+          }
+        }
+        return builder.join(' ').trim();
       }
 
-      const formatGivenName = (name) => (name?.given ?? []).join(' ').trim();
-      const formatFamilyName = (name) => name?.family ?? '';
+      function formatGivenName(name) {
+        const builder = [];
+        if (name.given) {
+          builder.push(...name.given);
+        }
+        return builder.join(' ').trim();
+      }
 
-      function formatCoding(coding) {
-        return coding?.display || coding?.code || '';
+      const formatFamilyName = (name) => ensureString(name.family) ?? '';
+
+      function formatCoding(coding, includeCode) {
+        const display = ensureString(coding?.display);
+        if (display) {
+          const code = includeCode ? ensureString(coding?.code) : undefined;
+          return `${display}${code ? ' (' + code + ')' : ''}`;
+        }
+        return ensureString(coding?.code) ?? '';
       }
 
       function formatCodeableConcept(concept) {
         if (!concept) {
           return '';
         }
-        if (concept.text) {
-          return concept.text;
+        const text = ensureString(concept.text);
+        if (text) {
+          return text;
         }
-        return (concept.coding ?? []).map(formatCoding).join(', ');
+        if (concept.coding) {
+          return concept.coding.map((c) => formatCoding(c)).join(', ');
+        }
+        return '';
       }
 
       const isProfileType = (t) => t === 'Patient' || t === 'Practitioner' || t === 'RelatedPerson';
 
       function getDisplayString(resource) {
-        if (isProfileType(resource.resourceType) && Array.isArray(resource.name) && resource.name.length > 0) {
+        if (isProfileType(resource.resourceType) && resource.name && resource.name.length > 0) {
           const name = formatHumanName(resource.name[0]);
           if (name) {
             return name;
           }
         }
-        if (resource.resourceType === 'Device' && Array.isArray(resource.deviceName) && resource.deviceName[0]?.name) {
+        const type = resource.resourceType;
+        if (type === 'Appointment' && resource.serviceType?.[0]) {
+          return formatCodeableConcept(resource.serviceType[0]);
+        }
+        if (type === 'Device' && resource.deviceName && resource.deviceName.length > 0 && resource.deviceName[0].name) {
           return resource.deviceName[0].name;
         }
-        if (resource.resourceType === 'MedicationRequest' && resource.medicationCodeableConcept) {
+        if (type === 'DocumentReference') {
+          if (resource.description) {
+            return resource.description;
+          }
+          if (resource.type) {
+            return formatCodeableConcept(resource.type);
+          }
+        }
+        if ((type === 'MedicationRequest' || type === 'MedicationStatement') && resource.medicationCodeableConcept) {
           return formatCodeableConcept(resource.medicationCodeableConcept);
         }
-        if (resource.resourceType === 'Subscription' && resource.criteria) {
+        if (type === 'Slot' && (resource.start || resource.end)) {
+          // formatDateTime is the package's (it formats with Intl).
+          return `${core.formatDateTime(resource.start)} - ${core.formatDateTime(resource.end)}`;
+        }
+        if (type === 'Subscription' && resource.criteria) {
           return resource.criteria;
         }
-        if (resource.resourceType === 'User' && resource.email) {
+        if (type === 'User' && resource.email) {
           return resource.email;
         }
-        if (isString(resource.name) && resource.name) {
+        if ('name' in resource && resource.name && isString(resource.name)) {
           return resource.name;
         }
-        if (resource.code) {
+        if ('code' in resource && resource.code) {
           const code = Array.isArray(resource.code) ? resource.code[0] : resource.code;
           if (isCodeableConcept(code)) {
             return formatCodeableConcept(code);
           }
-          if (isString(code?.text)) {
+          if (isTextObject(code)) {
             return code.text;
           }
         }
-        return getReferenceString(resource);
+        return getReferenceString(resource) ?? '';
       }
 
       function createReference(resource) {
-        const reference = getReferenceString(resource);
+        const reference = getReferenceString(resource) ?? 'undefined/undefined';
         const display = getDisplayString(resource);
         return display === reference ? { reference } : { reference, display };
       }
@@ -526,9 +576,54 @@
         return (isString(v) || isObject(v)) && !isPopulated(v);
       }
 
-      // FHIR JSON: empty strings and empty objects are dropped, except as array elements.
+      // Medplum's removeEmptyFromUnknown: empty strings, null, undefined, empty arrays and objects
+      // (those with nothing enumerable left, as a Date) go; in an array they become null, so
+      // FHIR's parallel arrays keep their length. A value without empties is returned as it is.
+      function removeEmpty(value) {
+        if (value === undefined || value === null || value === '') {
+          return undefined;
+        }
+        if (typeof value !== 'object') {
+          return value;
+        }
+        let copy;
+        let count = 0;
+        if (Array.isArray(value)) {
+          for (let i = 0; i < value.length; i++) {
+            const v = removeEmpty(value[i]);
+            if (v !== value[i] && !copy) {
+              copy = Array.from(value);
+            }
+            if (copy) {
+              copy[i] = v === undefined ? null : v;
+            }
+            if (v !== undefined) {
+              count++;
+            }
+          }
+          return count === 0 ? undefined : (copy ?? value);
+        }
+        for (const key in value) {
+          const v = removeEmpty(value[key]);
+          if (v !== value[key] && !copy) {
+            copy = { ...value };
+          }
+          if (v === undefined) {
+            if (copy) {
+              delete copy[key];
+            }
+          } else {
+            if (copy) {
+              copy[key] = v;
+            }
+            count++;
+          }
+        }
+        return count === 0 ? undefined : (copy ?? value);
+      }
+
       function stringify(value, pretty) {
-        return JSON.stringify(value, (k, v) => (!/\d+$/.test(k) && isEmpty(v) ? undefined : v), pretty ? 2 : undefined);
+        return JSON.stringify(removeEmpty(value), null, pretty ? 2 : undefined) ?? '';
       }
 
       const deepClone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
