@@ -2,8 +2,6 @@ package botrunner
 
 import (
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,22 +81,8 @@ var coreCases = []string{
 // TestCoreNativeExportsBehaveAsMedplums runs coreCases under Node with the pinned @medplum/core
 // and in the sandbox, and compares the JSON of each result.
 func TestCoreNativeExportsBehaveAsMedplums(t *testing.T) {
-	needMedplumPackage(t)
 	list := "[\n" + strings.Join(coreCases, ",\n") + "\n]"
-	node, err := filepath.Abs(medplumNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := filepath.Abs(medplumDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, "-e", "const core = require('@medplum/core'); process.stdout.write(JSON.stringify("+list+"))")
-	cmd.Dir = dir
-	nodeOut, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
+	nodeOut := nodeCore(t, "process.stdout.write(JSON.stringify("+list+"))")
 	res := run(t, New(Options{}), "const core = require('@medplum/core');\nexport async function handler() { return JSON.stringify("+list+") }", jsonEvent(t, `{}`))
 	if res.Outcome != OutcomeSuccess {
 		t.Fatalf("%v: %s", res.Outcome, res.Message)

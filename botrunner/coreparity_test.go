@@ -33,6 +33,24 @@ func needMedplumPackage(t *testing.T) {
 	}
 }
 
+// nodeCore runs script under Node 22 with `core` the pinned @medplum/core, and returns what it
+// writes (skipping when the package is not installed).
+func nodeCore(t *testing.T, script string) []byte {
+	t.Helper()
+	needMedplumPackage(t)
+	dir, err := filepath.Abs(medplumDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "node_modules/node-22/bin/node"), "-e", "const core = require('@medplum/core');\n"+script)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	return out
+}
+
 // describeCore is what both sides compute for every export: the value for strings and numbers
 // (the constants), else its type.
 const describeCore = `
@@ -47,21 +65,7 @@ for (const k of Object.keys(core)) {
 // any the sandbox lacks that docs/bots.md does not list with its reason, on any listed one the
 // sandbox has after all, and on a constant or an export's type that differs.
 func TestCoreExportParity(t *testing.T) {
-	needMedplumPackage(t)
-	abs, err := filepath.Abs(medplumDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := filepath.Abs(medplumNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, "-e", "const core = require('@medplum/core');"+describeCore+"process.stdout.write(JSON.stringify(out))")
-	cmd.Dir = abs
-	nodeOut, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
+	nodeOut := nodeCore(t, describeCore+"process.stdout.write(JSON.stringify(out))")
 	var want map[string]any
 	if err := json.Unmarshal(nodeOut, &want); err != nil {
 		t.Fatal(err)
