@@ -16,6 +16,14 @@
       throw new Error(`medplum.${method} is not available in the bot sandbox: ${reason}`);
     };
 
+  // fhirBase is the gateway's FHIR base for method, ending in '/'.
+  function fhirBase(method) {
+    if (!native.fhirBaseURL) {
+      throw new Error(`medplum.${method} is not available in this run: it was not started by a request to the gateway's FHIR API, so it has no base URL`);
+    }
+    return native.fhirBaseURL;
+  }
+
   // bytes makes an ArrayBuffer holding exactly a view's bytes, the form native.request sends as
   // they are.
   function bytes(data) {
@@ -427,9 +435,24 @@
     setAccessToken: refused('setAccessToken', 'the identity of a run is set by the gateway: its calls are made as the caller'),
     getActiveLogin: refused('getActiveLogin', "a run has no Medplum login (tokens, project, membership) of its own"),
     getProject: refused('getProject', "Medplum's Project resource lives in Medplum's server, not in the FHIR backend"),
-    fhirUrl: refused('fhirUrl', "the run does not know the gateway's public base URL; the medplum methods take paths relative to the FHIR base ('Patient/1')"),
-    fhirSearchUrl: refused('fhirSearchUrl', "the run does not know the gateway's public base URL; medplum.search takes the resource type and query"),
-    getBaseUrl: refused('getBaseUrl', "the run does not know the gateway's public base URL"),
+    // URLs of the gateway's FHIR API as the run's caller reached it (Medplum's: the FHIR base
+    // under its server's base URL).
+    fhirUrl(...path) {
+      return new URL(fhirBase('fhirUrl') + path.join('/'));
+    },
+    fhirSearchUrl(resourceType, query) {
+      const url = medplum.fhirUrl(resourceType);
+      const search = native.queryString(query);
+      if (search) {
+        url.search = search;
+      }
+      return url;
+    },
+    // Medplum's base URL: the FHIR base without Medplum's "fhir/R4/", else the gateway's origin.
+    getBaseUrl() {
+      const base = fhirBase('getBaseUrl');
+      return base.endsWith('/fhir/R4/') ? base.slice(0, -'fhir/R4/'.length) : /^[^:]+:\/\/[^/]+\//.exec(base)[0];
+    },
     requestSchema: refused('requestSchema', "it loads StructureDefinitions through Medplum's GraphQL API; bots validate with medplum.validateResource"),
     invite: refused('invite', "it is Medplum's admin API (projects, memberships), which the FHIR backend does not have"),
     pushToAgent: refused('pushToAgent', "Medplum's agents connect to Medplum's server, not to fhirgate"),

@@ -135,8 +135,8 @@ func TestMedplumClientMoreMethods(t *testing.T) {
 			"reject: medplum.createPdf is not available in the bot sandbox: it renders with Medplum's server (pdfmake and its fonts), which fhirgate does not have", nil},
 		{"getAccessToken is refused", `Promise.resolve().then(() => medplum.getAccessToken())`,
 			"reject: medplum.getAccessToken is not available in the bot sandbox: the gateway does not yet issue a token bound to a run (the calls of medplum carry the run's identity without one)", nil},
-		{"fhirUrl is refused", `Promise.resolve().then(() => medplum.fhirUrl('Patient'))`,
-			"reject: medplum.fhirUrl is not available in the bot sandbox: the run does not know the gateway's public base URL; the medplum methods take paths relative to the FHIR base ('Patient/1')", nil},
+		{"fhirUrl without a base URL", `Promise.resolve().then(() => medplum.fhirUrl('Patient'))`,
+			"reject: medplum.fhirUrl is not available in this run: it was not started by a request to the gateway's FHIR API, so it has no base URL", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,5 +162,27 @@ func TestMedplumClientMoreMethods(t *testing.T) {
 				t.Errorf("backend saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.requests, "\n"))
 			}
 		})
+	}
+}
+
+// fhirUrl, fhirSearchUrl and getBaseUrl build on the run's FHIR base URL, in process and in a
+// bot worker alike.
+func TestMedplumClientURLs(t *testing.T) {
+	src := `export async function handler(medplum: any) {
+  return [medplum.fhirUrl('Patient', '1', '$everything').toString(), medplum.fhirSearchUrl('Patient', { name: 'a b', _count: 2 }).href,
+    medplum.fhirSearchUrl('Patient').href, medplum.getBaseUrl()];
+}`
+	p := mustCompile(t, "index.ts", src)
+	for _, tc := range []struct{ base, want string }{
+		{"https://gw.example.com/fhir/R4/", `["https://gw.example.com/fhir/R4/Patient/1/$everything","https://gw.example.com/fhir/R4/Patient?_count=2&name=a+b","https://gw.example.com/fhir/R4/Patient","https://gw.example.com/"]`},
+		{"http://localhost:8080/api/fhir/", `["http://localhost:8080/api/fhir/Patient/1/$everything","http://localhost:8080/api/fhir/Patient?_count=2&name=a+b","http://localhost:8080/api/fhir/Patient","http://localhost:8080/"]`},
+	} {
+		req := Request{Code: p.JS, Timeout: 5 * time.Second, Event: jsonEvent(t, `{}`), FHIRBaseURL: tc.base}
+		for name, exec := range map[string]Executor{"in process": New(Options{}), "worker": newTestPool(t, PoolOptions{})} {
+			res, err := exec.Run(ctxT(t), req)
+			if err != nil || res.Outcome != OutcomeSuccess || string(res.Body) != tc.want {
+				t.Errorf("%s, %s: %v %+v\nwant %s", name, tc.base, err, res, tc.want)
+			}
+		}
 	}
 }

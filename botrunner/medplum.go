@@ -76,6 +76,7 @@ func (x *execution) newClient() *goja.Object {
 		}
 		return goja.Undefined()
 	}))
+	_ = native.Set("fhirBaseURL", rt.ToValue(x.req.FHIRBaseURL))
 	_ = native.Set("fromBase64", x.fn("fromBase64", func(c goja.FunctionCall) goja.Value {
 		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(c.Argument(0).String()))
 		if err != nil {

@@ -241,6 +241,10 @@ type Request struct {
 	// Medplum serves the bot's first argument. Nil: every call rejects with an
 	// OperationOutcomeError saying no FHIR backend is configured.
 	Medplum MedplumClient
+	// FHIRBaseURL is the gateway's public FHIR base the run was asked through, absolute, such as
+	// "https://gw.example.com/fhir/R4/": medplum.fhirUrl, fhirSearchUrl and getBaseUrl build on it.
+	// Empty: they throw, saying the run does not know it.
+	FHIRBaseURL string
 }
 
 // Outcome is how a run ended.

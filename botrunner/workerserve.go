@@ -228,7 +228,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 	default:
 		req := Request{
 			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
-			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot,
+			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot, FHIRBaseURL: m.fhirBaseURL,
 		}
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}

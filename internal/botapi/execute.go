@@ -44,6 +44,9 @@ type runCall struct {
 	// asBot runs the bot as itself (requester Bot/{id}) instead of as id,
 	// which then only says the project.
 	asBot bool
+	// fhirBase is the gateway's FHIR base URL the request came through,
+	// absolute and ending in '/' (the bot's medplum.fhirUrl); "" when unknown.
+	fhirBase string
 }
 
 // preparedRun is a run ready to start: its bot found, its input accepted,
@@ -65,7 +68,8 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$execute accepts GET and POST")
 		return
 	}
-	call := runCall{id: id, backend: be, bot: botKey{id: botID}, header: r.Header, traceID: traceIDOf(r)}
+	call := runCall{id: id, backend: be, bot: botKey{id: botID}, header: r.Header, traceID: traceIDOf(r),
+		fhirBase: baseURL(r) + base + "/"}
 	if botID == "" {
 		call.bot.identifiers = r.URL.Query()["identifier"]
 	}
@@ -200,11 +204,12 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if bot.Timeout > 0 {
 		req.Timeout = time.Duration(bot.Timeout) * time.Second
 	}
+	req.FHIRBaseURL = call.fhirBase
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
 	if call.backend != nil {
-		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx)}
+		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase}
 	}
 	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
 }

@@ -57,6 +57,8 @@ type medplumClient struct {
 	backend *gateway.Backend
 	traceID string
 	calls   *callBudget
+	// fhirBase is the run's FHIR base URL, passed on to the bots it calls.
+	fhirBase string
 }
 
 // Do implements botrunner.MedplumClient. A path that could leave the FHIR
@@ -127,6 +129,7 @@ func (c medplumClient) executeBot(ctx context.Context, botID string, query url.V
 	call := runCall{
 		id: c.id, backend: c.backend, bot: botKey{id: botID},
 		contentType: contentType, body: body, header: header, traceID: c.traceID,
+		fhirBase: c.fhirBase,
 	}
 	if botID == "" {
 		call.bot.identifiers = query["identifier"]

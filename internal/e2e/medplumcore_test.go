@@ -45,6 +45,12 @@ func TestMedplumCoreBot(t *testing.T) {
 		t.Errorf("throw: %d %s\nwant %s", r.status, r.body, want)
 	}
 
+	r = do(t, "POST", execute, "application/json", `{"what":"urls"}`, auth...)
+	want = `["` + s.gateway + `/fhir/R4/Patient/1","` + s.gateway + `/fhir/R4/Patient?name=x","` + s.gateway + `/"]`
+	if r.status != 200 || string(r.body) != want {
+		t.Errorf("urls: %d %s\nwant %s", r.status, r.body, want)
+	}
+
 	r = do(t, "POST", execute, "application/json", `{"what":"email"}`, auth...)
 	if r.status != 200 || !strings.Contains(string(r.body), `"All OK"`) {
 		t.Fatalf("email: %d %s", r.status, r.body)

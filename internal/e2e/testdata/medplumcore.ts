@@ -20,6 +20,9 @@ export async function handler(medplum: MedplumClient, event: BotEvent<any>): Pro
       issue: [{ severity: 'error', code: 'required', diagnostics: 'Missing required parameter(s): member-name' }],
     });
   }
+  if (input.what === 'urls') {
+    return [medplum.fhirUrl('Patient', '1').toString(), medplum.fhirSearchUrl('Patient', { name: 'x' }).toString(), medplum.getBaseUrl()];
+  }
   if (input.what === 'email') {
     return medplum.sendEmail({ from: input.from, to: 'Ann <ann@example.com>', subject: 'Your result', text: `LOINC ${LOINC}` });
   }
