@@ -123,3 +123,16 @@ export async function handler(medplum: unknown, event: any) { return [SNOMED, LO
 export async function handler(medplum: unknown, event: any) { return evalFhirPath('Patient.name.given', event.input) }`, ev, nil)
 	})
 }
+
+// A bot worker loads the package as the gateway's process does.
+func TestCorePackageInAWorker(t *testing.T) {
+	p := mustCompile(t, "index.ts", `import { evalFhirPath, SNOMED } from '@medplum/core';
+export async function handler(medplum: unknown, event: any) { return [evalFhirPath('Patient.name.given', event.input), SNOMED] }`)
+	for _, runtime := range []string{RuntimeAWSLambda, RuntimeVMContext} {
+		res, err := newTestPool(t, PoolOptions{}).Run(ctxT(t), Request{CacheKey: "core", Code: p.JS, Runtime: runtime,
+			Event: jsonEvent(t, `{"resourceType":"Patient","name":[{"given":["Ann"]}]}`)})
+		if err != nil || res.Outcome != OutcomeSuccess || string(res.Body) != `[["Ann"],"http://snomed.info/sct"]` {
+			t.Errorf("%s: %v %+v", runtime, err, res)
+		}
+	}
+}
