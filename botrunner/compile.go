@@ -65,6 +65,11 @@ var supported = map[string]bool{
 //     is enumerable (6% of a bot worker's CPU in fhirgate-bench scenario 3, 98 of a TypeScript
 //     echo run's 660 allocations). Object.keys gives the same names: the object it reads is an
 //     object literal esbuild writes, and no bot code has run yet.
+//   - __copyProps (namespace and default imports, `export * from`) looks up every property's
+//     descriptor to copy its enumerability. Every module the sandbox's require gives has only
+//     enumerable properties, and the lookup would build each export of '@medplum/core' — loading
+//     the bundled package (corepkg.go), tens of milliseconds, for `import * as core` — where the
+//     getter it defines reads an export only when the bot does.
 //
 // If a later esbuild writes a helper differently, its replacement does not happen and only the
 // speed is lost (TestCompileDirectExports fails).
@@ -76,6 +81,10 @@ var helperRewrites = []struct{ esbuild, direct string }{
 	{
 		esbuild: `var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);`,
 		direct:  `var __toCommonJS = (mod) => __defProp(mod, "__esModule", { value: true });`,
+	},
+	{
+		esbuild: `__defProp(to, key, { get: () => from[key], enumerable: !(desc = __getOwnPropDesc(from, key)) || desc.enumerable });`,
+		direct:  `__defProp(to, key, { get: () => from[key], enumerable: true });`,
 	},
 }
 

@@ -3,6 +3,7 @@ package botrunner
 import (
 	_ "embed"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dop251/goja"
 )
@@ -46,6 +47,9 @@ var coreUnavailable = map[string]string{
 	"getWebSocketUrl":       "it builds the URL of Medplum's server's WebSocket endpoint, which the FHIR backend does not have",
 }
 
+// corePkgLoads counts the bundle's evaluations, for tests.
+var corePkgLoads atomic.Int64
+
 // pkg evaluates the bundle in this run's runtime (once) and returns its exports.
 func (c *lazyCore) pkg() *goja.Object {
 	if c.real == nil {
@@ -58,6 +62,7 @@ func (c *lazyCore) pkg() *goja.Object {
 			panic(err)
 		}
 		fn, _ := goja.AssertFunction(fnv)
+		corePkgLoads.Add(1)
 		if _, err := fn(goja.Undefined(), exports, module); err != nil {
 			panic(err)
 		}

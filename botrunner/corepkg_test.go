@@ -136,3 +136,22 @@ export async function handler(medplum: unknown, event: any) { return [evalFhirPa
 		}
 	}
 }
+
+// Namespace and default imports read an export only when the bot does: one of core.js's does
+// not load the package (see helperRewrites).
+func TestCoreNamespaceImportIsLazy(t *testing.T) {
+	r := New(Options{})
+	for _, src := range []string{
+		"import * as core from '@medplum/core';\nexport async function handler() { return [core.SNOMED, Object.keys(core).includes('evalFhirPath')] }",
+		"import core from '@medplum/core';\nexport async function handler() { return [core.SNOMED, Object.keys(core).includes('evalFhirPath')] }",
+	} {
+		before := corePkgLoads.Load()
+		res := run(t, r, src, jsonEvent(t, `{}`))
+		if string(res.Body) != `["http://snomed.info/sct",true]` {
+			t.Errorf("%s: %v %s %s", src, res.Outcome, res.Body, res.Message)
+		}
+		if n := corePkgLoads.Load() - before; n != 0 {
+			t.Errorf("%s: the package was loaded %d times", src, n)
+		}
+	}
+}
