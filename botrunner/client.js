@@ -416,7 +416,11 @@
       return false;
     },
     async startAsyncRequest(url, options) {
-      const res = native.request('POST', String(url), undefined, options?.body, options?.body === undefined ? undefined : FHIR_JSON, { Prefer: 'respond-async' });
+      let body = options?.body ?? undefined;
+      if (body !== undefined && typeof body !== 'string') {
+        body = JSON.stringify(body);
+      }
+      const res = native.request('POST', String(url), undefined, body, body === undefined ? undefined : FHIR_JSON, { Prefer: 'respond-async' });
       if (res.status >= 400) {
         fail(errorOutcome(res.status, parseBody(res)));
       }

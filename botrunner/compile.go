@@ -101,8 +101,8 @@ func directExports(js string) string {
 // The loader follows the file extension: .ts, .mts and .cts are TypeScript; .js, .mjs and .cjs
 // (and a missing filename, Medplum's default "index.js") are JavaScript. Imports of
 // '@medplum/core' become require() calls that the sandbox answers; type-only imports vanish.
-// A syntax error, or a named import '@medplum/core' in the sandbox does not have, is returned as
-// a *CompileError.
+// A syntax error, a named import '@medplum/core' in the sandbox does not have, or a call of a
+// client method the sandbox refuses (medplum.createPdf) is returned as a *CompileError.
 func Compile(filename, source string) (*Program, error) {
 	if filename == "" {
 		filename = "index.js"
@@ -134,6 +134,9 @@ func Compile(filename, source string) (*Program, error) {
 	}
 	p := &Program{JS: directExports(string(res.Code))}
 	if cerr := checkCoreImports(filename, source, p.JS); cerr != nil {
+		return nil, cerr
+	}
+	if cerr := checkRefusedMethods(filename, source, p.JS); cerr != nil {
 		return nil, cerr
 	}
 	for _, w := range res.Warnings {

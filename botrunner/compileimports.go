@@ -63,3 +63,23 @@ func position(source, name string) (line, col int) {
 	line = 1 + strings.Count(source[:start], "\n")
 	return line, start - (strings.LastIndex(source[:start], "\n") + 1)
 }
+
+// deployRefused are medplum client methods a bot is refused at deploy for using, with the reason:
+// calling one could never work, so the author learns it before the bot runs (the call still
+// throws the same reason, client.js, for code that reaches it another way).
+var deployRefused = map[string]string{
+	"createPdf": "medplum.createPdf is not available in the bot sandbox: it renders with Medplum's server (pdfmake and its fonts), which fhirgate does not have",
+}
+
+var methodCall = regexp.MustCompile(`\.(createPdf)\s*\(`)
+
+// checkRefusedMethods refuses a bot that calls a method of deployRefused, pointing at the call.
+func checkRefusedMethods(filename, source, js string) *CompileError {
+	m := methodCall.FindStringSubmatch(js)
+	if m == nil {
+		return nil
+	}
+	e := &CompileError{File: filename, Message: deployRefused[m[1]]}
+	e.Line, e.Column = position(source, m[1])
+	return e
+}

@@ -73,6 +73,8 @@ func TestCompileRefusesMissingCoreImports(t *testing.T) {
 			"index.ts:1:16: '@medplum/core' has no export named 'SNOMEDCT'"},
 		{"import * as core from '@medplum/core';\n\nexport const handler = () => core.Ucum;",
 			"index.ts:3:34: '@medplum/core' has no export named 'Ucum'"},
+		{"export async function handler(medplum: any) {\n  return medplum.createPdf({ docDefinition: {} });\n}",
+			"index.ts:2:17: medplum.createPdf is not available in the bot sandbox: it renders with Medplum's server (pdfmake and its fonts), which fhirgate does not have"},
 		{"import { type BotEvent, FhircastConnection } from '@medplum/core';\nexport const handler = (m: unknown, e: BotEvent) => new FhircastConnection();",
 			"index.ts:1:24: 'FhircastConnection' of '@medplum/core' is not available in the bot sandbox: it needs a WebSocket, a network connection of the bot's own"},
 	} {
