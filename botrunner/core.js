@@ -238,6 +238,16 @@
           this.name = 'OperationOutcomeError';
           this.outcome = o;
         }
+
+        // The bundled package (corepkg.go) has its own OperationOutcomeError class, which its
+        // functions throw (validateResource): as in Medplum, where there is one class, such an
+        // error is an instance of this one. Subclasses keep the ordinary test.
+        static [Symbol.hasInstance](v) {
+          if (Function.prototype[Symbol.hasInstance].call(this, v)) {
+            return true;
+          }
+          return this === OperationOutcomeError && v instanceof Error && v.name === 'OperationOutcomeError' && isOperationOutcome(v.outcome);
+        }
       }
 
       function normalizeErrorString(err) {

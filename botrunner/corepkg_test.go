@@ -157,3 +157,22 @@ func TestCoreNamespaceImportIsLazy(t *testing.T) {
 		}
 	}
 }
+
+// An OperationOutcomeError the package throws is one of the module's OperationOutcomeError, as in
+// Medplum, where the package is one.
+func TestCorePackageErrorsAreOperationOutcomeErrors(t *testing.T) {
+	res := run(t, New(Options{}), `import { OperationOutcomeError, validateResource, normalizeOperationOutcome } from '@medplum/core';
+class Mine extends OperationOutcomeError {}
+export async function handler() {
+  try {
+    validateResource({ resourceType: 'Patient', foo: 1 } as any);
+    return 'no error';
+  } catch (e: any) {
+    return [e instanceof OperationOutcomeError, e instanceof Mine, new Mine({ resourceType: 'OperationOutcome', issue: [] }) instanceof Mine,
+      new OperationOutcomeError({ resourceType: 'OperationOutcome', issue: [] }) instanceof Mine, normalizeOperationOutcome(e).issue[0].code, ({}) instanceof OperationOutcomeError];
+  }
+}`, jsonEvent(t, `{}`))
+	if string(res.Body) != `[true,false,true,false,"structure",false]` {
+		t.Errorf("got %v %s %s", res.Outcome, res.Body, res.Message)
+	}
+}
