@@ -115,18 +115,25 @@ func (s *Service) version(ctx context.Context, a *deliverArgs, attempt int) (jso
 // start (busy, shutting down) is retried.
 func (s *Service) runBot(ctx context.Context, sub *store.Subscription, r *spec.Rule, a *deliverArgs, resource json.RawMessage) error {
 	body := spec.Body(true, a.Change.Interaction, resource)
+	contentType := "application/fhir+json"
+	if a.Change.Interaction == spec.Delete {
+		// {"deletedResource": …} is JSON, not a FHIR resource: the bot's
+		// input parser would refuse it as one.
+		contentType = "application/json"
+	}
 	m := botapi.Message{
 		Project:     sub.Meta.Project,
 		Bot:         "Bot/" + r.Endpoint.Bot,
-		ContentType: "application/fhir+json",
+		ContentType: contentType,
 		Body:        body,
 		Header:      r.Headers(a.Change.Interaction, a.Change.Ref(), body, a.Trace),
 		TraceID:     a.Trace,
 	}
 	res, err := s.o.Bots.RunMessage(WithDepth(ctx, a.Depth+1), m)
 	if err != nil {
-		if fe := fhir.AsError(err); fe != nil && fe.Status == http.StatusNotFound {
-			s.audit(ctx, sub, a, "8", "the Subscription's bot was not found: "+fe.Message)
+		if fe := fhir.AsError(err); fe != nil && fe.Status >= 400 && fe.Status < 500 && fe.Status != http.StatusTooManyRequests {
+			// Not found, input refused: running again changes nothing.
+			s.audit(ctx, sub, a, "8", "the Subscription's bot did not run: "+fe.Message)
 			s.o.Observe("failed")
 			return nil
 		}
