@@ -86,7 +86,9 @@ func (s standInBackend) Do(ctx context.Context, method, path string, query url.V
 // loopbackClients lets webhooks reach loopback servers (tests only).
 type loopbackClients struct{}
 
-func (loopbackClients) For(string) (*http.Client, error) { return &http.Client{Timeout: 10 * time.Second}, nil }
+func (loopbackClients) For(string) (*http.Client, error) {
+	return &http.Client{Timeout: 10 * time.Second}, nil
+}
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
