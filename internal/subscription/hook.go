@@ -33,7 +33,7 @@ func (s *Service) Watch(ctx context.Context, w *gateway.Write) gateway.WriteWatc
 	if len(rules) == 0 {
 		return nil
 	}
-	ww := &watch{s: s, w: w, deleted: spec.Deleted{}}
+	ww := &watch{s: s, w: w, rules: rules, deleted: spec.Deleted{}, matched: map[string][]string{}}
 	if len(w.Segments) == 0 {
 		types := spec.BundleTypes(w.Body)
 		any := false
@@ -79,7 +79,11 @@ func (s *Service) Watch(ctx context.Context, w *gateway.Write) gateway.WriteWatc
 type watch struct {
 	s       *Service
 	w       *gateway.Write
+	rules   []*spec.Rule
 	deleted spec.Deleted
+	// matched are, by "Type/id", the delete Subscriptions with parameters
+	// that matched the resource before its delete.
+	matched map[string][]string
 }
 
 // readBeforeDelete reads the resource a delete removes (path "Type/id"),
@@ -91,6 +95,7 @@ func (ww *watch) readBeforeDelete(ctx context.Context, path string, q url.Values
 	}
 	if q == nil {
 		ww.deleted[path] = json.RawMessage(resp.Body)
+		ww.matchBeforeDelete(ctx, path)
 		return
 	}
 	var b struct {
@@ -108,6 +113,21 @@ func (ww *watch) readBeforeDelete(ctx context.Context, path string, q url.Values
 		}
 		if json.Unmarshal(e.Resource, &r) == nil && r.ResourceType == path && r.ID != "" {
 			ww.deleted[path+"/"+r.ID] = e.Resource
+			ww.matchBeforeDelete(ctx, path+"/"+r.ID)
+		}
+	}
+}
+
+// matchBeforeDelete evaluates the parameters of the delete Subscriptions
+// on the resource ref while it still exists.
+func (ww *watch) matchBeforeDelete(ctx context.Context, ref string) {
+	typ, id, _ := strings.Cut(ref, "/")
+	for _, r := range ww.rules {
+		if r.Criteria.Type != typ || r.Criteria.Query == "" || !r.Triggers(spec.Delete) {
+			continue
+		}
+		if ok, err := countMatches(ctx, ww.w.Backend, r, typ, id); err == nil && ok {
+			ww.matched[ref] = append(ww.matched[ref], r.ID)
 		}
 	}
 }
@@ -126,6 +146,7 @@ func (ww *watch) Done(ctx context.Context, resp *gateway.BackendResponse, trunca
 		return
 	}
 	for i := range changes {
+		changes[i].Matched = ww.matched[changes[i].Ref()]
 		if len(changes[i].Resource) > maxCarried {
 			changes[i].Resource = nil // read again by the job
 		}

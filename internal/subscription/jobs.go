@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -162,25 +163,39 @@ func (s *Service) matches(ctx context.Context, a *triggerArgs, r *spec.Rule, c *
 	if err != nil {
 		return false, err
 	}
-	if r.Criteria.Query != "" && c.Interaction != spec.Delete {
-		resp, err := be.Do(ctx, http.MethodGet, c.Type, r.Criteria.MatchQuery(c.ID), nil, nil)
-		if err != nil {
-			return false, err
-		}
-		if resp.Status != http.StatusOK {
-			return false, fmt.Errorf("matching %s: the backend answered %d", c.Ref(), resp.Status)
-		}
-		var b struct {
-			Total *int `json:"total"`
-		}
-		if json.Unmarshal(resp.Body, &b) != nil || b.Total == nil {
-			return false, fmt.Errorf("matching %s: the backend's count has no total", c.Ref())
-		}
-		if *b.Total == 0 {
+	switch {
+	case r.Criteria.Query == "":
+	case c.Interaction == spec.Delete:
+		// Decided before the delete, while the backend could still find it.
+		if !slices.Contains(c.Matched, r.ID) {
 			return false, nil
+		}
+	default:
+		ok, err := countMatches(ctx, be, r, c.Type, c.ID)
+		if err != nil || !ok {
+			return false, err
 		}
 	}
 	return s.authorMayRead(ctx, be, r, c)
+}
+
+// countMatches asks the backend whether resource typ/id matches the
+// rule's parameters: a count-only search with its _id.
+func countMatches(ctx context.Context, be Backend, r *spec.Rule, typ, id string) (bool, error) {
+	resp, err := be.Do(ctx, http.MethodGet, typ, r.Criteria.MatchQuery(id), nil, nil)
+	if err != nil {
+		return false, err
+	}
+	if resp.Status != http.StatusOK {
+		return false, fmt.Errorf("matching %s/%s: the backend answered %d", typ, id, resp.Status)
+	}
+	var b struct {
+		Total *int `json:"total"`
+	}
+	if json.Unmarshal(resp.Body, &b) != nil || b.Total == nil {
+		return false, fmt.Errorf("matching %s/%s: the backend's count has no total", typ, id)
+	}
+	return *b.Total > 0, nil
 }
 
 // authorMayRead tells whether the Subscription's author may read the

@@ -203,3 +203,34 @@ func TestTwoBotsWritingEachOthersCriteriaStopAtTheBound(t *testing.T) {
 		t.Fatalf("%d runs, want %d", runs, DefaultMaxDepth)
 	}
 }
+
+func TestDeleteParametersAreDecidedOnTheLastVersionBeforeTheDelete(t *testing.T) {
+	f := newFixture(t)
+	f.subscribe(t, "Patient?family=Gone", "Bot/b1", nil, store.SubscriptionExtension{URL: spec.ExtSupportedInteraction, ValueCode: "delete"})
+	ids := map[string]string{}
+	for _, family := range []string{"Gone", "Stay"} {
+		status, body := f.do(t, "POST", "Patient", `{"resourceType":"Patient","name":[{"family":"`+family+`"}]}`)
+		var created map[string]any
+		if status != 201 || json.Unmarshal(body, &created) != nil {
+			t.Fatalf("create: %d %s", status, body)
+		}
+		ids[family] = created["id"].(string)
+	}
+	for _, family := range []string{"Stay", "Gone"} {
+		if status, body := f.do(t, "DELETE", "Patient/"+ids[family], ""); status != 200 {
+			t.Fatalf("delete: %d %s", status, body)
+		}
+	}
+	eventually(t, "the bot", func() bool { return len(f.bots.messages()) == 1 })
+	time.Sleep(200 * time.Millisecond)
+	runs := f.bots.messages()
+	var in struct {
+		DeletedResource struct {
+			ID string `json:"id"`
+		} `json:"deletedResource"`
+	}
+	if len(runs) != 1 || json.Unmarshal(runs[0].Body, &in) != nil || in.DeletedResource.ID != ids["Gone"] ||
+		runs[0].Header.Get("X-Medplum-Deleted-Resource") != "Patient/"+ids["Gone"] {
+		t.Fatalf("runs %+v", runs)
+	}
+}

@@ -20,6 +20,10 @@ type Change struct {
 	// Prefer: return=minimal), or on a delete the last version read
 	// before it.
 	Resource json.RawMessage `json:"resource,omitempty"`
+	// Matched are, on a delete, the Subscriptions with search parameters
+	// whose search found the resource just before the delete (after it,
+	// the backend finds nothing to match).
+	Matched []string `json:"matched,omitempty"`
 }
 
 // Ref is the change's "Type/id".
