@@ -118,4 +118,26 @@ func TestSubscriptionsRunBotsOnWritesThroughTheGate(t *testing.T) {
 	if got = s.deliveries(t, botID, 5); len(got) != 5 {
 		t.Fatalf("%d deliveries, want 5: %v", len(got), got)
 	}
+
+	// Parameters are decided by the backend's search.
+	special := sub("Patient?family=Special", interaction("create"))
+	for _, family := range []string{"Plain", "Special"} {
+		if r := do(t, "POST", fhirBase+"/Patient", "application/fhir+json", `{"resourceType":"Patient","name":[{"family":"`+family+`"}]}`, alice...); r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+	}
+	got = s.deliveries(t, botID, 8)
+	time.Sleep(time.Second)
+	got = s.deliveries(t, botID, 8)
+	var bySpecial []string
+	for _, d := range got {
+		h, _ := json.Marshal(d["headers"])
+		if strings.Contains(strings.ToLower(string(h)), strings.ToLower(`"x-medplum-subscription":"`+special+`"`)) {
+			in, _ := json.Marshal(d["input"])
+			bySpecial = append(bySpecial, string(in))
+		}
+	}
+	if len(got) != 8 || len(bySpecial) != 1 || !strings.Contains(bySpecial[0], "Special") {
+		t.Fatalf("%d deliveries, %d by the Subscription with parameters: %v", len(got), len(bySpecial), bySpecial)
+	}
 }
