@@ -213,3 +213,26 @@ func watches(rules []*spec.Rule, typ string, interactions ...string) bool {
 	}
 	return false
 }
+
+// lazyBackend finds a job's backend on first use, so a job that needs
+// none (the resource carried in it, criteria without parameters, an
+// author with full access) runs where no route is: after a restart, or
+// on another replica.
+type lazyBackend struct {
+	s      *Service
+	route  string
+	writer writer
+	be     Backend
+}
+
+// Do implements Backend.
+func (l *lazyBackend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error) {
+	if l.be == nil {
+		be, err := l.s.backend(ctx, l.route, l.writer.identity())
+		if err != nil {
+			return nil, err
+		}
+		l.be = be
+	}
+	return l.be.Do(ctx, method, path, query, body, header)
+}

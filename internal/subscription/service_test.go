@@ -14,7 +14,10 @@ import (
 	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/queue/kvqueue"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/subscription/spec"
 )
 
@@ -232,5 +235,41 @@ func TestDeleteParametersAreDecidedOnTheLastVersionBeforeTheDelete(t *testing.T)
 	if len(runs) != 1 || json.Unmarshal(runs[0].Body, &in) != nil || in.DeletedResource.ID != ids["Gone"] ||
 		runs[0].Header.Get("X-Medplum-Deleted-Resource") != "Patient/"+ids["Gone"] {
 		t.Fatalf("runs %+v", runs)
+	}
+}
+
+func TestTriggerEnqueuedBeforeARestartRunsWithoutItsRequest(t *testing.T) {
+	st := storetest.Open(t)
+	p := &store.Project{Name: "clinic"}
+	mustCreate(t, st, p)
+	sub := &store.Subscription{Status: "active", Criteria: "Patient", Channel: store.SubscriptionChannel{Type: "rest-hook", Endpoint: "Bot/b1"},
+		Author: &store.SubscriptionAuthor{Profile: "Practitioner/alice"}}
+	sub.Meta.Project = p.ID
+	mustCreate(t, st, sub)
+	q := kvqueue.New(st.KV(), queue.Options{PollInterval: 20 * time.Millisecond}, nil)
+	jobs, err := RegisterJobs(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the previous process left: its write's route died with it, and
+	// no request-less backend is configured.
+	raw, _ := json.Marshal(triggerArgs{Route: "of-a-dead-process", Project: p.ID, Writer: writer{Project: p.ID, Profile: "Practitioner/alice"}, At: time.Now(),
+		Changes: []spec.Change{{Interaction: spec.Create, Type: "Patient", ID: "p1", Version: "1", Resource: json.RawMessage(`{"resourceType":"Patient","id":"p1"}`)}}})
+	if _, err := q.Enqueue(context.Background(), queue.Job{Kind: TriggerKind, Args: raw}); err != nil {
+		t.Fatal(err)
+	}
+	bots := &botRecorder{}
+	svc, err := New(Options{Store: st, Queue: q, Bots: bots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.Use(svc)
+	if err := q.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Stop(context.Background()) })
+	eventually(t, "the bot", func() bool { return len(bots.messages()) == 1 })
+	if m := bots.messages()[0]; string(m.Body) != `{"resourceType":"Patient","id":"p1"}` || m.Bot != "Bot/b1" {
+		t.Fatalf("run %+v", m)
 	}
 }
