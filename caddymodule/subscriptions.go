@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"time"
+
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/subscription"
 )
@@ -10,13 +12,17 @@ import (
 // gateway: Subscription requests are answered by it, writes are watched.
 func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error {
 	svc, err := subscription.New(subscription.Options{
-		Store:      app.Store(),
-		Queue:      app.store.queue,
-		Bots:       h.bots.API,
-		FHIRBase:   h.FHIRBase,
-		Logger:     h.logger.Named("subscriptions"),
-		Observe:    observeSubscription,
-		ObserveLag: observeSubscriptionLag,
+		Store:    app.Store(),
+		Queue:    app.store.queue,
+		Bots:     h.bots.API,
+		FHIRBase: h.FHIRBase,
+		// The AuditEvents of deliveries count as the project's bot records.
+		AuditRetention:   time.Duration(app.AuditRetention),
+		AuditQuota:       app.ProjectBotRecordsMax,
+		AuditDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
+		Logger:           h.logger.Named("subscriptions"),
+		Observe:          observeSubscription,
+		ObserveLag:       observeSubscriptionLag,
 	})
 	if err != nil {
 		return err

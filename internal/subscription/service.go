@@ -69,7 +69,13 @@ type Options struct {
 	// AuditRetention is how long AuditEvents are kept. 0 means
 	// DefaultAuditRetention.
 	AuditRetention time.Duration
-	Logger         *zap.Logger
+	// AuditQuota and AuditDiskReserve bound the AuditEvents as the bot
+	// records of botapi are bounded (the project's quota, the disk's
+	// reserve); an event refused is logged instead. Zero means
+	// botapi.DefaultProjectRecordsMax and botapi.DefaultRecordsDiskReserve.
+	AuditQuota       int64
+	AuditDiskReserve uint64
+	Logger           *zap.Logger
 	// Observe counts events: "queued", "delivered", "failed", "retried",
 	// "dropped", "lost".
 	Observe func(event string)
@@ -105,6 +111,12 @@ func New(o Options) (*Service, error) {
 	}
 	if o.AuditRetention <= 0 {
 		o.AuditRetention = DefaultAuditRetention
+	}
+	if o.AuditQuota <= 0 {
+		o.AuditQuota = botapi.DefaultProjectRecordsMax
+	}
+	if o.AuditDiskReserve == 0 {
+		o.AuditDiskReserve = botapi.DefaultRecordsDiskReserve
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
