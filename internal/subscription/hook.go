@@ -35,12 +35,11 @@ func (s *Service) Watch(ctx context.Context, w *gateway.Write) gateway.WriteWatc
 	}
 	ww := &watch{s: s, w: w, rules: rules, deleted: spec.Deleted{}, matched: map[string][]string{}}
 	if len(w.Segments) == 0 {
-		types := spec.BundleTypes(w.Body)
-		any := false
-		for typ, interactions := range types {
-			any = any || watches(rules, typ, interactions...)
+		watched := false
+		for typ, interactions := range spec.BundleTypes(w.Body) {
+			watched = watched || watches(rules, typ, interactions...)
 		}
-		if !any {
+		if !watched {
 			return nil
 		}
 		for _, ref := range spec.BundleDeletes(w.Body) {
