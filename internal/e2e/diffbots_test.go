@@ -47,6 +47,29 @@ var diffRequests = map[string]diffRequest{
 		`{"linkId":"smoker","answer":[{"valueBoolean":false}]}]}`},
 	"bmi-calculator":       {"application/json", `{"patient":"Patient/seed-pat-01"}`},
 	"search-paging-roster": {"application/json", `{}`},
+	"email-care-team": {"application/fhir+json", `{"resourceType":"Observation","status":"final",` +
+		`"subject":{"reference":"Patient/seed-pat-01"},"code":{"text":"Potassium"},"valueQuantity":{"value":6.8,"unit":"mmol/L"}}`},
+	"webhook-hmac": {"application/fhir+json", `{"resourceType":"Observation","id":"lab-obs-77","status":"final",` +
+		`"subject":{"reference":"Patient/seed-pat-02"},"code":{"coding":[{"system":"http://loinc.org","code":"2823-3"}]},` +
+		`"valueQuantity":{"value":6.8,"unit":"mmol/L"}}`},
+	"intl-appointment-reminder": {"application/json", `{"appointment":"seed-appt-1"}`},
+	"buffer-document":           {"text/plain", "Patient seen for follow-up. Café visit – BP 128/82 ✓"},
+	"retry-backoff":             {"application/json", `{}`},
+	"concurrent-drug-lookup":    {"application/json", `{"patient":"Patient/seed-pat-04","rxcuis":["197361","310965","860975"]}`},
+	"outcome-required":          {"application/json", `{"member-id":"M-22"}`},
+	"not-found-fallback":        {"application/json", `{"id":"legacy-4471","family":"Unknown"}`},
+	"timers-order":              {"application/json", `{}`},
+	"crypto-digest":             {"text/plain", "ORU payload 2026-03-02"},
+	"patient-summary":           {"application/json", `{"id":"seed-pat-05"}`},
+	"conditional-organization":  {"application/json", `{"npi":"1234567893","name":"Riverside Family Practice"}`},
+	"task-triage-pages":         {"application/json", `{}`},
+	"form-registration": {"application/x-www-form-urlencoded",
+		"given=Ana&family=Silva&dob=1990-04-12&phone=555-0100&street=1+Elm+St&city=Springfield&zip=62701"},
+	"clone-and-encode": {"application/json", `{"user":"svc-lab","password":"p@ss:word","encoded":"SGVsbG8sIGNsaW5pYyE="}`},
+	"risk-score-api":   {"application/json", `{"patient":"seed-pat-06"}`},
+	"lab-order-codes": {"application/fhir+json", `{"resourceType":"ServiceRequest","status":"active","intent":"order",` +
+		`"subject":{"reference":"Patient/seed-pat-07"},"code":{"coding":[{"system":"http://loinc.org","code":"24331-1","display":"Lipid panel"}]},` +
+		`"extension":[{"url":"https://example.org/fhir/StructureDefinition/lab-priority-reason","valueString":"fasting confirmed"}]}`},
 }
 
 // TestDifferentialBots runs every bot in testdata/diffbots twice on the same freshly seeded
@@ -247,9 +270,10 @@ func runDiffBotsInNode(t *testing.T, node, backendURL string, secrets map[string
 	return runs
 }
 
-// auditConsole is a run's console lines, from the bot's AuditEvent (each bot runs once); the
-// "Error: …" line fhirgate adds to a failed run's is left out, as the harness leaves out
-// Medplum's wrapper lines: the error itself is compared in the answer.
+// auditConsole is a run's console lines, from the bot's AuditEvent (each bot runs once). Of a
+// failed run, the lines fhirgate adds about the error ("[error] Unhandled …" with its stack, and
+// "Error: …") are left out, as the harness leaves out Medplum's wrapper lines: the error itself
+// is compared in the answer.
 func auditConsole(t *testing.T, s *stack, botID string, failed bool) []string {
 	t.Helper()
 	entries := s.auditEvents(t, botID, func(entries []any) bool { return len(entries) > 0 })
@@ -261,8 +285,12 @@ func auditConsole(t *testing.T, s *stack, botID string, failed bool) []string {
 		}
 	}
 	var lines []string
+	wrapper := false
 	for l := range strings.SplitSeq(desc, "\n") {
-		if l != "" {
+		// fhirgate's report of the uncaught error and its stack, its counterpart of the
+		// "Unhandled error" line of Medplum's wrapper.
+		wrapper = failed && (strings.HasPrefix(l, "[error] Unhandled ") || wrapper && strings.HasPrefix(l, "\tat "))
+		if l != "" && !wrapper {
 			lines = append(lines, l)
 		}
 	}

@@ -17,11 +17,16 @@
 //
 // The sandbox is vmcontext's, plus the Node globals of Medplum's default runtime (awslambda on
 // Node 22: Buffer, timers, crypto, structuredClone, atob/btoa, …), which the vmcontext sandbox
-// leaves out: bots written for Medplum use them, and fhirgate means to provide them.
+// leaves out: bots written for Medplum use them, and fhirgate means to provide them. Like every
+// sandbox global, they come from the host's realm, so what they make (structuredClone's copies,
+// fetch's JSON) fails an instanceof test against the context's own Date or Map.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import vm from 'node:vm';
-import {
+// One instance of @medplum/core for the harness and the bots' require(), as in Medplum's server:
+// normalizeOperationOutcome recognises a bot's OperationOutcomeError by its class.
+const requireFromHere = createRequire(import.meta.url);
+const {
   allOk,
   badRequest,
   ContentType,
@@ -29,7 +34,7 @@ import {
   MedplumClient,
   normalizeErrorString,
   normalizeOperationOutcome,
-} from '@medplum/core';
+} = requireFromHere('@medplum/core');
 
 const DEFAULT_VM_CONTEXT_TIMEOUT = 10000;
 
@@ -75,7 +80,7 @@ async function runInVmContext(job, spec) {
   const sandbox = {
     console: botConsole,
     fetch: globalThis.fetch,
-    require: createRequire(import.meta.url),
+    require: requireFromHere,
     ContentType,
     Hl7Message,
     MedplumClient,
