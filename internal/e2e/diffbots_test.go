@@ -107,15 +107,7 @@ func TestDifferentialBots(t *testing.T) {
 	} {
 		secrets[name] = map[string]string{"name": name, "valueString": value}
 	}
-	project := s.adminCall(t, "GET", "/fhirgate/Project/alpha", "").json(t)
-	project["secret"] = slices.Collect(func(yield func(map[string]string) bool) {
-		for _, v := range secrets {
-			if !yield(v) {
-				return
-			}
-		}
-	})
-	s.adminCall(t, "PUT", "/fhirgate/Project/alpha", mustJSON(t, project))
+	setDiffProject(t, s, secrets, strings.TrimPrefix(outside.URL, "http://"))
 	auth := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
 	for _, b := range bots {
 		b.id = deployBotFile(t, s, auth, b.name, "index.ts", b.source, 0)
@@ -156,6 +148,31 @@ func TestDifferentialBots(t *testing.T) {
 	}
 	for name := range listed {
 		t.Errorf("docs/medplum.md lists differences of %s, which is not a bot in %s", name, diffBotsDir)
+	}
+}
+
+// setDiffProject gives project alpha the bots' secrets, as Medplum's Project.secret, and an
+// egress allow-list with the outside service's loopback address. A build without egress
+// allow-lists refuses the unknown field; the project then gets the secrets alone, and the bots
+// that fetch differ (as docs/medplum.md lists) until egress is there.
+func setDiffProject(t *testing.T, s *stack, secrets map[string]map[string]string, outsideHost string) {
+	t.Helper()
+	project := s.adminCall(t, "GET", "/fhirgate/Project/alpha", "").json(t)
+	delete(project, "meta")
+	var settings []map[string]string
+	for _, v := range secrets {
+		settings = append(settings, v)
+	}
+	project["secret"] = settings
+	project["egress"] = map[string]any{"allowHttp": []string{outsideHost}}
+	r := do(t, "PUT", "http://"+s.adminAddr+"/fhirgate/Project/alpha", "application/json", mustJSON(t, project))
+	if r.status == 400 && strings.Contains(string(r.body), "egress") {
+		t.Logf("this build has no egress allow-list (%s): the project gets its secrets alone", r.body)
+		delete(project, "egress")
+		r = do(t, "PUT", "http://"+s.adminAddr+"/fhirgate/Project/alpha", "application/json", mustJSON(t, project))
+	}
+	if r.status != 200 {
+		t.Fatalf("PUT Project/alpha: %d %s", r.status, r.body)
 	}
 }
 
