@@ -65,8 +65,10 @@ var diffRequests = map[string]diffRequest{
 	"task-triage-pages":         {"application/json", `{}`},
 	"form-registration": {"application/x-www-form-urlencoded",
 		"given=Ana&family=Silva&dob=1990-04-12&phone=555-0100&street=1+Elm+St&city=Springfield&zip=62701"},
-	"clone-and-encode": {"application/json", `{"user":"svc-lab","password":"p@ss:word","encoded":"SGVsbG8sIGNsaW5pYyE="}`},
-	"risk-score-api":   {"application/json", `{"patient":"seed-pat-06"}`},
+	"clone-and-encode":   {"application/json", `{"user":"svc-lab","password":"p@ss:word","encoded":"SGVsbG8sIGNsaW5pYyE="}`},
+	"risk-score-api":     {"application/json", `{"patient":"seed-pat-06"}`},
+	"deactivate-patient": {"application/json", `{"id":"seed-pat-08","reason":"merged into Patient/seed-pat-09"}`},
+	"count-results":      {"application/json", `{"patient":"Patient/seed-pat-01"}`},
 	"lab-order-codes": {"application/fhir+json", `{"resourceType":"ServiceRequest","status":"active","intent":"order",` +
 		`"subject":{"reference":"Patient/seed-pat-07"},"code":{"coding":[{"system":"http://loinc.org","code":"24331-1","display":"Lipid panel"}]},` +
 		`"extension":[{"url":"https://example.org/fhir/StructureDefinition/lab-priority-reason","valueString":"fasting confirmed"}]}`},
