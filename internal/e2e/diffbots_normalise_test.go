@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -37,18 +39,19 @@ func (n *diffNormaliser) answer(r *diffRun) any {
 
 // hl7ControlID replaces MSH-10 of an HL7 v2 message.
 func hl7ControlID(msg string) string {
-	head, rest, _ := strings.Cut(msg, "\r")
+	head, rest, found := strings.Cut(msg, "\r")
 	if !strings.HasPrefix(head, "MSH|") {
 		return msg
 	}
 	fields := strings.Split(head, "|")
-	if len(fields) > 9 {
+	if len(fields) > 9 { // fields[0] is "MSH", fields[1] MSH-2: MSH-10 is fields[9]
 		fields[9] = "<control-id>"
 	}
-	if rest == "" && !strings.Contains(msg, "\r") {
-		return strings.Join(fields, "|")
+	head = strings.Join(fields, "|")
+	if found {
+		return head + "\r" + rest
 	}
-	return strings.Join(fields, "|") + "\r" + rest
+	return head
 }
 
 // value normalises every string in a decoded JSON value.
@@ -100,4 +103,32 @@ func (n *diffNormaliser) text(s string) string {
 // during reports whether t falls in the runs' window, widened by slack either side.
 func (n *diffNormaliser) during(t time.Time, slack time.Duration) bool {
 	return !t.Before(n.from.Add(-slack)) && !t.After(n.to.Add(slack))
+}
+
+// TestDiffNormaliser pins what the differential suite treats as run-to-run noise: UUIDs,
+// times during the runs (ISO and HL7, with or without a zone) and an HL7 answer's MSH-10 —
+// and what it keeps, so that a wrong fixed date still shows.
+func TestDiffNormaliser(t *testing.T) {
+	from := time.Date(2026, 11, 25, 21, 0, 0, 0, time.UTC)
+	n := newDiffNormaliser(from, from.Add(time.Minute))
+	for in, want := range map[string]string{
+		"id 01a2149b-2d02-737b-81a6-f2e457a79948":  "id <uuid>",
+		"at 2026-11-25T21:00:30.123Z":              "at <now>",
+		"at 2026-11-25T16:00:30-05:00":             "at <now>",
+		"seeded 2026-02-01T09:00:00Z":              "seeded 2026-02-01T09:00:00Z",
+		"MSH-7 20261125210030.652":                 "MSH-7 <now>",
+		"MSH-7 20261125160030-0500":                "MSH-7 <now>",
+		"OBX-14 20260302094500":                    "OBX-14 20260302094500",
+		"Sunday, March 8 at 10:30 AM EDT (3/8/26)": "Sunday, March 8 at 10:30 AM EDT (3/8/26)",
+	} {
+		if got := n.text(in); got != want {
+			t.Errorf("text(%q) = %q, want %q", in, got, want)
+		}
+	}
+	ack := &diffRun{Status: 200, Body: "MSH|^~\\&|EHR|MEDPLUM|LAB|HOSP|20261125210030||ACK^R01^ACK|1795642061473|P|2.5.1\rMSA|AA|LAB7781|OK"}
+	want := map[string]any{"status": float64(200),
+		"body": "MSH|^~\\&|EHR|MEDPLUM|LAB|HOSP|<now>||ACK^R01^ACK|<control-id>|P|2.5.1\rMSA|AA|LAB7781|OK"}
+	if got := n.answer(ack); !reflect.DeepEqual(got, want) {
+		t.Errorf("answer(ack) = %v, want %v", got, want)
+	}
 }
