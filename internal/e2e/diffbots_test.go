@@ -363,6 +363,7 @@ func listedBotDifferences(t *testing.T) map[string]map[string]bool {
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	listed := map[string]map[string]bool{}
+	var order []string
 	for line := range strings.SplitSeq(section, "\n") {
 		// A "\|" inside a cell is a literal bar, as in GitHub's tables.
 		line = strings.ReplaceAll(line, `\|`, "\x00")
@@ -375,6 +376,7 @@ func listedBotDifferences(t *testing.T) map[string]map[string]bool {
 			t.Fatalf("docs/medplum.md lists %s twice under Differences in bots", name)
 		}
 		listed[name] = map[string]bool{}
+		order = append(order, name)
 		for a := range strings.SplitSeq(cells[1], ",") {
 			a = strings.TrimSpace(a)
 			if !slices.Contains(diffAspectNames, a) {
@@ -385,6 +387,9 @@ func listedBotDifferences(t *testing.T) map[string]map[string]bool {
 		if strings.TrimSpace(cells[2]) == "" {
 			t.Fatalf("docs/medplum.md, %s: no reason given", name)
 		}
+	}
+	if !slices.IsSorted(order) {
+		t.Errorf("docs/medplum.md: sort the Differences in bots table by bot (it reads %v)", order)
 	}
 	return listed
 }
