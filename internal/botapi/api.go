@@ -92,7 +92,7 @@ type Options struct {
 	// identity (gateway.Gateway.BackendFor). Nil: such runs have no
 	// medplum client.
 	Backends func(ctx context.Context, id *oauth.Identity) (*gateway.Backend, error)
-	Logger *zap.Logger
+	Logger   *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)

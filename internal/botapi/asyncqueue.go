@@ -67,38 +67,49 @@ func RegisterJobs(q queue.Queue, st *store.Store, apis func(route string) (*API,
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return q.Register(AsyncKind, func(ctx context.Context, d *queue.Delivery) error {
-		var args asyncArgs
-		if err := json.Unmarshal(d.Args, &args); err != nil || args.Job == "" || args.Caller == nil {
-			logger.Error("async bot job with unreadable arguments dropped", zap.String("queue_job", d.ID))
-			return nil // nothing to retry: no attempt could read it
-		}
-		job, err := store.Get[store.AsyncJob](ctx, st, args.Job)
-		switch {
-		case errors.Is(err, store.ErrNotFound) && d.Attempt < d.MaxAttempts:
-			return errJobNotRecorded
-		case errors.Is(err, store.ErrNotFound):
-			return nil // never written (the store refused it) or expired
-		case err != nil:
+	w := &asyncWorker{st: st, apis: apis, logger: logger}
+	return q.Register(AsyncKind, w.deliver, queue.KindOptions{MaxAttempts: asyncAttempts, Timeout: asyncTimeout})
+}
+
+// asyncWorker runs AsyncKind deliveries.
+type asyncWorker struct {
+	st     *store.Store
+	apis   func(route string) (*API, error)
+	logger *zap.Logger
+}
+
+// deliver is the queue.Worker of AsyncKind.
+func (w *asyncWorker) deliver(ctx context.Context, d *queue.Delivery) error {
+	var args asyncArgs
+	if err := json.Unmarshal(d.Args, &args); err != nil || args.Job == "" || args.Caller == nil {
+		w.logger.Error("async bot job with unreadable arguments dropped", zap.String("queue_job", d.ID))
+		return nil // nothing to retry: no attempt could read it
+	}
+	job, err := store.Get[store.AsyncJob](ctx, w.st, args.Job)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && d.Attempt < d.MaxAttempts:
+		return errJobNotRecorded
+	case errors.Is(err, store.ErrNotFound):
+		return nil // never written (the store refused it) or expired
+	case err != nil:
+		return err
+	}
+	if job.Status != jobAccepted {
+		return nil // ended already (a delivery raced a rescue)
+	}
+	if d.Rescued {
+		w.logger.Warn("async bot job's runner stopped before it finished: marked failed", zap.String("job", job.ID))
+		return failJob(ctx, w.st, job, "the gateway replica running the job stopped before it finished; the job is not run again")
+	}
+	api, err := w.apis(args.Route)
+	if err != nil {
+		if d.Attempt < d.MaxAttempts {
 			return err
 		}
-		if job.Status != jobAccepted {
-			return nil // ended already (a delivery raced a rescue)
-		}
-		if d.Rescued {
-			logger.Warn("async bot job's runner stopped before it finished: marked failed", zap.String("job", job.ID))
-			return failJob(ctx, st, job, "the gateway replica running the job stopped before it finished; the job is not run again")
-		}
-		api, err := apis(args.Route)
-		if err != nil {
-			if d.Attempt < d.MaxAttempts {
-				return err
-			}
-			return failJob(ctx, st, job, "the job could not be run: "+err.Error())
-		}
-		api.runQueued(ctx, job, &args)
-		return nil // the run recorded its end, whatever it was: never run it again
-	}, queue.KindOptions{MaxAttempts: asyncAttempts, Timeout: asyncTimeout})
+		return failJob(ctx, w.st, job, "the job could not be run: "+err.Error())
+	}
+	api.runQueued(ctx, job, &args)
+	return nil // the run recorded its end, whatever it was: never run it again
 }
 
 // enqueueRun queues the async run of bot for job.
