@@ -62,6 +62,14 @@ http://localhost:{{.Gateway}} {
 }
 `
 
+// setRunAsUser makes a bot run as its caller, through the admin API.
+func (s *stack) setRunAsUser(t *testing.T, botID string) {
+	t.Helper()
+	bot := do(t, "GET", "http://"+s.adminAddr+"/fhirgate/Bot/"+botID, "", "").json(t)
+	bot["runAsUser"] = true
+	s.adminCall(t, "PUT", "/fhirgate/Bot/"+botID, mustJSON(t, bot))
+}
+
 // observationWrites are the Observation creates the backend received, as
 // the profile they were made as.
 func (b *backend) observationWrites() []string {
@@ -93,9 +101,7 @@ func TestBotIdentity(t *testing.T) {
 		gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), backend: be}
 	writer := s.botID(t, "alpha", "https://example.com/bots|writer")
 	asUser := s.botID(t, "alpha", "https://example.com/bots|writer-as-user")
-	bot := do(t, "GET", "http://"+s.adminAddr+"/fhirgate/Bot/"+asUser, "", "").json(t)
-	bot["runAsUser"] = true
-	s.adminCall(t, "PUT", "/fhirgate/Bot/"+asUser, mustJSON(t, bot))
+	s.setRunAsUser(t, asUser)
 	pat := scopedToken(t, s.gateway, "alpha-app", "pat-token", "patient/*.rs")
 
 	t.Run("MLLP run writes as the bot", func(t *testing.T) {
