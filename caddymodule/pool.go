@@ -65,7 +65,8 @@ func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error
 
 // Destruct stops the queue and closes the storage when the last config
 // using it is cleaned up. A job still running after the grace is stopped;
-// it is rescued (run again, or for a lease failed) at the next start.
+// it is rescued at the next start (run again, or, for an async $execute,
+// failed).
 func (h *storeHandle) Destruct() error {
 	ctx, cancel := context.WithTimeout(context.Background(), queueStopGrace)
 	defer cancel()
