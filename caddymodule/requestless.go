@@ -30,13 +30,13 @@ import (
 // fhirgate in the site see it as they see a client's, and nothing here
 // duplicates or guesses their configuration.
 //
-// The carried request routes like a client's request to the handler's
-// site: its Host is the first literal host of the host matchers on the
-// way to the handler (the site address), else the issuer's host; it has no
-// client address, so no remote_ip matcher admits it. If routing still
-// takes it elsewhere (a path or header matcher the gateway cannot
-// satisfy), the call fails with an error saying so, never reaching any
-// other handler's backend.
+// The carrier routes like a client's request to the handler's site: a
+// GET of {fhir_base}/metadata whose Host is the first literal host of the
+// host matchers on the way to the handler (the site address), else the
+// issuer's host; it has no client address, so no remote_ip matcher admits
+// it. If routing still takes it elsewhere, the call fails with an error
+// saying so: another fhirgate handler refuses it, and anything else gets
+// only that bodiless, credential-less public read.
 
 // siteRoute is where a handler sits in the running config: the server
 // that holds it and the host to route to it.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/fhirgate/fhirgate/internal/oauth"
 )
@@ -94,13 +93,14 @@ func (b *Backend) doCarried(ctx context.Context, method, path string, query url.
 		inner := &Backend{g: b.g, id: b.id, orig: orig, next: next}
 		resp, err = inner.do(orig.Context(), method, path, query, body, header)
 	}}
-	// The carrier's own URL only has to route like the call: the same
-	// method and path under the base. The call itself is built from it as
-	// it arrives, by do.
-	target := b.g.o.FHIRBase + "/" + strings.TrimPrefix(path, "/")
-	req, rerr := http.NewRequestWithContext(context.WithValue(ctx, carrierKey{}, c), method, "http://fhirgate.invalid"+target, http.NoBody)
+	// The carrier only has to route to this Gateway: it is a bodiless,
+	// credential-less GET of {fhir_base}/metadata, so that a site that
+	// routes it elsewhere (past every fhirgate handler) sends on nothing
+	// but a public read, whose answer is dropped. The call itself is
+	// built from the carrier as it arrives, by do.
+	req, rerr := http.NewRequestWithContext(context.WithValue(ctx, carrierKey{}, c), http.MethodGet, "http://fhirgate.invalid"+b.g.o.FHIRBase+"/metadata", http.NoBody)
 	if rerr != nil {
-		return nil, fmt.Errorf("backend path %q: %w", path, rerr)
+		return nil, fmt.Errorf("the request-less route's carrier: %w", rerr)
 	}
 	rec := newRecorder()
 	b.g.o.Dispatch(rec, req)
