@@ -108,6 +108,11 @@ func (w *asyncWorker) deliver(ctx context.Context, d *queue.Delivery) error {
 		}
 		return failJob(ctx, w.st, job, "the job could not be run: "+err.Error())
 	}
+	if api.life.stop.Err() != nil && d.Attempt < d.MaxAttempts {
+		// The gateway is exiting: leave the job for the next process (or
+		// another replica) rather than fail it unrun.
+		return errShutdown
+	}
 	api.runQueued(ctx, job, &args)
 	return nil // the run recorded its end, whatever it was: never run it again
 }
