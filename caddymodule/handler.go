@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -172,6 +173,11 @@ type Handler struct {
 	subs   *subscription.Service
 	app    *App
 	logger *zap.Logger
+	ctx    caddy.Context
+	// route names the handler for the async jobs it accepts (routeName);
+	// requestLess is its route for calls without a request.
+	route       string
+	requestLess *requestLess
 }
 
 // IdentityHeaders name the identity headers; an empty name keeps the default.
@@ -202,7 +208,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	h.bots, err = newBotAPI(app, h.logger, h.MaxBody)
+	h.ctx, h.route, h.requestLess = ctx, routeName(h), new(requestLess)
+	backends := func(ctx context.Context, id *oauth.Identity) (*gateway.Backend, error) {
+		return h.gw.BackendFor(ctx, id)
+	}
+	h.bots, err = newBotAPI(app, h.logger, h.MaxBody, h.route, backends)
 	if err != nil {
 		return err
 	}
@@ -226,6 +236,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		ErrorStatus:        errorStatus,
 		OnAuthenticated:    setPlaceholders,
 		AllowedOperations:  h.AllowOperations,
+		Dispatch:           h.dispatch,
 	}
 	if h.Subscriptions {
 		if err := h.provisionSubscriptions(app, &opts); err != nil {
@@ -241,6 +252,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	app.addHandler(h)
 	if h.PublicUpstreamAuth && h.UpstreamAuth == gateway.UpstreamBearer {
 		for _, m := range h.PublicMethods {
 			if !slices.Contains(gateway.DefaultPublicMethods, m) {

@@ -1,9 +1,11 @@
 package caddymodule
 
 import (
+	"context"
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/subscription"
 )
 
@@ -16,6 +18,14 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 		Queue:    app.store.queue,
 		Bots:     h.bots.API,
 		FHIRBase: h.FHIRBase,
+		Backends: func(ctx context.Context, id *oauth.Identity) (subscription.Backend, error) {
+			// A nil *gateway.Backend in the interface would not be nil.
+			be, err := app.backendFor(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return be, nil
+		},
 		// The AuditEvents of deliveries count as the project's bot records.
 		AuditRetention:   time.Duration(app.AuditRetention),
 		AuditQuota:       app.ProjectBotRecordsMax,

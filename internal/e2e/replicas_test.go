@@ -69,12 +69,13 @@ type replicaPair struct {
 	pgReal  string // the server's
 	idp     string
 	backend *backend
+	dsn     string // the shared schema's, for looking at River's jobs
 }
 
 func startReplicaPair(t *testing.T) *replicaPair {
 	t.Helper()
 	dsn := pgkvtest.DSN(t)
-	rp := &replicaPair{t: t, pgAddr: pgkvtest.FreeAddr(t)}
+	rp := &replicaPair{t: t, pgAddr: pgkvtest.FreeAddr(t), dsn: dsn}
 	var proxied string
 	proxied, rp.pgReal = pgkvtest.ViaProxy(t, dsn, rp.pgAddr)
 	rp.proxy = pgkvtest.StartProxy(t, rp.pgAddr, rp.pgReal)
@@ -159,6 +160,10 @@ func TestReplicasShareOnePostgreSQL(t *testing.T) {
 			r := do(t, "POST", echo, "text/plain", "hi", bearer(alice)...)
 			return r.status == 200 && string(r.body) == "v2 hi"
 		})
+	})
+
+	t.Run("async $execute accepted on A, run by the queue, polled on B", func(t *testing.T) {
+		rp.asyncAcrossReplicas(t, echo, alice)
 	})
 
 	t.Run("keys rotated on A verify on B", func(t *testing.T) {

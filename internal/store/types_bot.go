@@ -30,6 +30,11 @@ type Bot struct {
 	// gateway's global bound; 0 means only the global bound applies.
 	// fhirgate extension (Medplum's Bot has no such field).
 	MaxConcurrent int `json:"maxConcurrent,omitempty"`
+	// RunAsUser runs the bot as whoever triggered it (the caller of
+	// $execute, the writer of a Subscription's resource) instead of as
+	// itself (Bot/{id}), as Medplum's Bot.runAsUser. Bots stored before
+	// bot identity existed were migrated with it set (MigrateBotIdentity).
+	RunAsUser bool `json:"runAsUser,omitempty"`
 }
 
 // AuditEventTriggers are the values of Bot.AuditEventTrigger, as Medplum

@@ -128,6 +128,9 @@ func (s *Service) runBot(ctx context.Context, sub *store.Subscription, r *spec.R
 		Body:        body,
 		Header:      r.Headers(a.Change.Interaction, a.Change.Ref(), body, a.Trace),
 		TraceID:     a.Trace,
+		// A bot with runAsUser runs as the writer (Medplum: the
+		// resource's meta.author); others run as themselves.
+		Caller: a.Writer.identity(),
 	}
 	res, err := s.o.Bots.RunMessage(WithDepth(ctx, a.Depth+1), m)
 	if err != nil {
