@@ -38,7 +38,7 @@ var sandboxGlobals = map[string]func(x *execution) goja.Value{
 	"atob":            (*execution).newAtob,
 	"btoa":            (*execution).newBtoa,
 	"crypto":          func(x *execution) goja.Value { return x.webCrypto() },
-//INTL
+	"Intl":            func(x *execution) goja.Value { return x.intl() },
 }
 
 // nodeModules are the Node built-in modules require answers, also under their "node:" names.
@@ -53,12 +53,13 @@ type lazyState struct {
 	buffer, bufferCtor *goja.Object
 	webcrypto          *goja.Object
 	nodeCrypto         *goja.Object
-//INTLSTATE
+	intl               *intlState
 }
 
 func (x *execution) installGlobals() {
 	lazy := x.rt.NewDynamicObject(lazyGlobals{x})
 	_ = x.rt.GlobalObject().SetPrototype(lazy)
+	x.installLocaleMethods()
 }
 
 // lazyGlobals is the dynamic prototype of the global object (see sandboxGlobals).
