@@ -3,6 +3,7 @@ package botrunner
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja_nodejs/buffer"
@@ -30,6 +31,9 @@ func (x *execution) bufferModule() *goja.Object {
 	ctor := exports.Get("Buffer").(*goja.Object)
 	proto := ctor.Get("prototype").(*goja.Object)
 	x.lazy.bufferCtor = ctor
+	// goja names native functions after their Go functions; stack traces and .name show these.
+	nameAfterKeys(rt, ctor, "Buffer")
+	nameAfterKeys(rt, proto, "")
 
 	libFrom, _ := goja.AssertFunction(ctor.Get("from"))
 	_ = ctor.Set("from", x.fn("from", func(c goja.FunctionCall) goja.Value {
@@ -160,4 +164,18 @@ func (x *execution) argTypeError(name, what string, v goja.Value) {
 	e := x.newError("TypeError", fmt.Sprintf(`The "%s" argument must be %s. Received %s`, name, what, x.formatValue(v, false)))
 	_ = e.Set("code", "ERR_INVALID_ARG_TYPE")
 	panic(e)
+}
+
+// nameAfterKeys gives o (when name is set) and o's function properties their JavaScript names.
+func nameAfterKeys(rt *goja.Runtime, o *goja.Object, name string) {
+	if name != "" {
+		_ = o.DefineDataProperty("name", rt.ToValue(name), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	}
+	for _, k := range o.Keys() {
+		if f, ok := o.Get(k).(*goja.Object); ok {
+			if _, isFn := goja.AssertFunction(f); isFn && strings.Contains(f.Get("name").String(), ".") {
+				_ = f.DefineDataProperty("name", rt.ToValue(k), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+			}
+		}
+	}
 }

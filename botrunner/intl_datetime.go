@@ -19,8 +19,8 @@ type dateTimeFormat struct {
 	zone             *time.Location
 	// Field widths, "" when the field is not shown.
 	weekday, year, month, day, hour, minute, second, tzName string
-	dateStyle, timeStyle                                     string
-	h23                                                      bool // 24-hour clock
+	dateStyle, timeStyle                                    string
+	h23                                                     bool // 24-hour clock
 }
 
 var (

@@ -23,7 +23,7 @@ func (x *execution) cryptoModule() *goja.Object {
 		alg := c.Argument(0).String()
 		newHash := nodeHash(alg)
 		if newHash == nil {
-			panic(x.newError("Error", "Digest method not supported"))
+			panic(unsupportedDigest(x))
 		}
 		return x.newHashObject(newHash(), "Hash")
 	}))
@@ -31,7 +31,7 @@ func (x *execution) cryptoModule() *goja.Object {
 		alg := c.Argument(0).String()
 		newHash := nodeHash(alg)
 		if newHash == nil {
-			panic(x.newError("Error", "Invalid digest: "+truncate(alg, 100)))
+			panic(unsupportedDigest(x))
 		}
 		key := c.Argument(1)
 		var k []byte
@@ -135,4 +135,11 @@ func (x *execution) newHashObject(h hash.Hash, kind string) *goja.Object {
 		}))
 	}
 	return o
+}
+
+// unsupportedDigest is the error Node 22 (OpenSSL 3) throws for a hash it does not know.
+func unsupportedDigest(x *execution) *goja.Object {
+	e := x.newError("Error", "error:0308010C:digital envelope routines::unsupported")
+	_ = e.Set("code", "ERR_OSSL_EVP_UNSUPPORTED")
+	return e
 }
