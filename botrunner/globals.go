@@ -59,7 +59,9 @@ type lazyState struct {
 func (x *execution) installGlobals() {
 	lazy := x.rt.NewDynamicObject(lazyGlobals{x})
 	_ = x.rt.GlobalObject().SetPrototype(lazy)
-	x.installLocaleMethods()
+	if x.prg.locale {
+		x.installLocaleMethods()
+	}
 }
 
 // lazyGlobals is the dynamic prototype of the global object (see sandboxGlobals).
