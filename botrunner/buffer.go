@@ -28,30 +28,89 @@ func (x *execution) bufferModule() *goja.Object {
 	exports := rt.NewObject()
 	_ = module.Set("exports", exports)
 	buffer.Require(rt, module)
-	ctor := exports.Get("Buffer").(*goja.Object)
-	proto := ctor.Get("prototype").(*goja.Object)
-	x.lazy.bufferCtor = ctor
+	libCtor := exports.Get("Buffer").(*goja.Object)
+	proto := libCtor.Get("prototype").(*goja.Object)
+	x.lazy.bufferCtor = libCtor // newBuffer constructs through it: instances get proto either way
+	libFrom, _ := goja.AssertFunction(libCtor.Get("from"))
+	libConcat, _ := goja.AssertFunction(libCtor.Get("concat"))
 	// goja names native functions after their Go functions; stack traces and .name show these.
-	nameAfterKeys(rt, ctor, "Buffer")
 	nameAfterKeys(rt, proto, "")
 
-	libFrom, _ := goja.AssertFunction(ctor.Get("from"))
-	_ = ctor.Set("from", x.fn("from", func(c goja.FunctionCall) goja.Value {
-		if s, ok := c.Argument(0).Export().(string); ok && goja.IsString(c.Argument(0)) {
-			return x.newBuffer(encodeString(s, x.encodingArg(c.Argument(1))))
+	from := func(args []goja.Value) *goja.Object {
+		a := goja.Undefined()
+		if len(args) > 0 {
+			a = args[0]
 		}
-		v, err := libFrom(ctor, c.Arguments...)
+		if s, ok := a.Export().(string); ok && goja.IsString(a) {
+			enc := goja.Undefined()
+			if len(args) > 1 {
+				enc = args[1]
+			}
+			return x.newBuffer(encodeString(s, x.encodingArg(enc)))
+		}
+		// The library makes an array-like's bytes in one allocation of its length, which a bot
+		// can set to anything: bound it as alloc is.
+		if o, ok := a.(*goja.Object); ok {
+			if _, isBytes := x.bufferBytes(o); !isBytes {
+				if l := o.Get("length"); l != nil && l.ToFloat() > maxBufferBytes {
+					panic(x.bufferTooLarge(l))
+				}
+			}
+		}
+		v, err := libFrom(libCtor, args...)
+		if err != nil {
+			panic(err)
+		}
+		return v.(*goja.Object)
+	}
+	var alloc goja.Value
+	// The library's constructor does not take a size and, called as subarray and slice call it
+	// (with an ArrayBuffer), is from: this one is Node's deprecated new Buffer(size | value).
+	ctor := rt.ToValue(func(c goja.ConstructorCall) *goja.Object {
+		if goja.IsNumber(c.Argument(0)) {
+			fn, _ := goja.AssertFunction(alloc)
+			v, err := fn(goja.Undefined(), c.Argument(0))
+			if err != nil {
+				panic(err)
+			}
+			return v.(*goja.Object)
+		}
+		return from(c.Arguments)
+	}).(*goja.Object)
+	_ = ctor.SetPrototype(libCtor.Prototype())
+	_ = ctor.DefineDataProperty("prototype", proto, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE)
+	_ = ctor.DefineDataProperty("name", rt.ToValue("Buffer"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	_ = proto.DefineDataProperty("constructor", ctor, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	_ = ctor.Set("poolSize", 8192)
+	_ = ctor.Set("from", x.fn("from", func(c goja.FunctionCall) goja.Value { return from(c.Arguments) }))
+	_ = ctor.Set("concat", x.fn("concat", func(c goja.FunctionCall) goja.Value {
+		// The library allocates the total at once; the list may name one big buffer many times.
+		total := 0.0
+		if l, ok := c.Argument(0).(*goja.Object); ok {
+			rt.ForOf(l, func(v goja.Value) bool {
+				if b, ok := x.bufferBytes(v); ok {
+					total += float64(len(b))
+				}
+				return total <= maxBufferBytes
+			})
+		}
+		if n := c.Argument(1); !goja.IsUndefined(n) {
+			total = n.ToFloat()
+		}
+		if total > maxBufferBytes {
+			panic(x.bufferTooLarge(rt.ToValue(total)))
+		}
+		v, err := libConcat(ctor, c.Arguments...)
 		if err != nil {
 			panic(err)
 		}
 		return v
 	}))
-	alloc := x.fn("alloc", func(c goja.FunctionCall) goja.Value {
+	_ = exports.Set("Buffer", ctor)
+	alloc = x.fn("alloc", func(c goja.FunctionCall) goja.Value {
 		size := c.Argument(0)
 		if !goja.IsNumber(size) || size.ToFloat() < 0 || size.ToFloat() > maxBufferBytes {
-			e := x.newError("RangeError", fmt.Sprintf(`The argument 'size' is invalid. Received %s (the sandbox allows at most %d bytes)`, x.formatValue(size, false), maxBufferBytes))
-			_ = e.Set("code", "ERR_OUT_OF_RANGE")
-			panic(e)
+			panic(x.bufferTooLarge(size))
 		}
 		b := make([]byte, size.ToInteger())
 		switch fill := c.Argument(1); {
@@ -122,6 +181,13 @@ func (x *execution) bufferModule() *goja.Object {
 
 	x.lazy.buffer = exports
 	return exports
+}
+
+// bufferTooLarge is the RangeError of a Buffer over maxBufferBytes (or of a size that is not one).
+func (x *execution) bufferTooLarge(size goja.Value) *goja.Object {
+	e := x.newError("RangeError", fmt.Sprintf(`The argument 'size' is invalid. Received %s (the sandbox allows at most %d bytes)`, x.formatValue(size, false), maxBufferBytes))
+	_ = e.Set("code", "ERR_OUT_OF_RANGE")
+	return e
 }
 
 func (x *execution) bufferClass() goja.Value { return x.bufferModule().Get("Buffer") }

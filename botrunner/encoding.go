@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/dop251/goja_nodejs/buffer"
 )
@@ -43,18 +44,24 @@ func encodeString(s, enc string) []byte {
 		return decodeHex(s)
 	case "base64", "base64url":
 		return decodeBase64(s)
-	case "latin1", "ascii":
-		units := utf16.Encode([]rune(s))
-		b := make([]byte, len(units))
-		for i, u := range units {
-			b[i] = byte(u)
+	case "latin1", "ascii": // the low byte of each UTF-16 code unit
+		b := make([]byte, 0, len(s))
+		for _, r := range s {
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				b = append(b, byte(r1), byte(r2))
+			} else {
+				b = append(b, byte(r))
+			}
 		}
 		return b
 	case "utf16le":
-		units := utf16.Encode([]rune(s))
-		b := make([]byte, 2*len(units))
-		for i, u := range units {
-			b[2*i], b[2*i+1] = byte(u), byte(u>>8)
+		b := make([]byte, 0, 2*len(s))
+		for _, r := range s {
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				b = append(b, byte(r1), byte(r1>>8), byte(r2), byte(r2>>8))
+			} else {
+				b = append(b, byte(r), byte(r>>8))
+			}
 		}
 		return b
 	}
@@ -70,18 +77,16 @@ func decodeBytes(b []byte, enc string) string {
 		return base64.StdEncoding.EncodeToString(b)
 	case "base64url":
 		return base64.RawURLEncoding.EncodeToString(b)
-	case "latin1":
-		r := make([]rune, len(b))
-		for i, c := range b {
-			r[i] = rune(c)
+	case "latin1", "ascii":
+		mask := byte(0xff)
+		if enc == "ascii" {
+			mask = 0x7f
 		}
-		return string(r)
-	case "ascii":
-		r := make([]rune, len(b))
-		for i, c := range b {
-			r[i] = rune(c & 0x7f)
+		out := make([]byte, 0, len(b)+len(b)/4)
+		for _, c := range b {
+			out = utf8.AppendRune(out, rune(c&mask))
 		}
-		return string(r)
+		return string(out)
 	case "utf16le":
 		units := make([]uint16, len(b)/2)
 		for i := range units {

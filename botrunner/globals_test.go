@@ -72,3 +72,35 @@ func TestGlobalsMatchNode(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferSizesAreBounded: a Buffer the bot asks for in one native call (alloc, from an
+// array-like of any length, concat of one big buffer many times) is at most maxBufferBytes, a
+// RangeError beyond instead of an allocation that could take the process down.
+func TestBufferSizesAreBounded(t *testing.T) {
+	code := mustCompile(t, "index.js", `exports.handler = () => [
+  () => Buffer.alloc(2 ** 40),
+  () => Buffer.allocUnsafe(-1),
+  () => Buffer.from({ length: 2 ** 40 }),
+  () => new Buffer({ length: 2 ** 40 }),
+  () => { const b = Buffer.alloc(1 << 20); return Buffer.concat(new Array(1024).fill(b)); },
+  () => Buffer.concat([Buffer.from('a')], 2 ** 40),
+  () => require('crypto').randomBytes(2 ** 40),
+].map((f) => { try { f(); return 'no error'; } catch (e) { return e.name + ' ' + e.code; } });`).JS
+	for name, ex := range executors(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			res := counterRun(t, ex, code, counterReq{key: "bounds", bot: "bounds"})
+			if res.Outcome != OutcomeSuccess {
+				t.Fatalf("run: %s %s", res.Outcome, res.Message)
+			}
+			var got []string
+			if err := json.Unmarshal(res.Body, &got); err != nil {
+				t.Fatal(err)
+			}
+			for i, g := range got {
+				if g != "RangeError ERR_OUT_OF_RANGE" {
+					t.Errorf("case %d: %s, want RangeError ERR_OUT_OF_RANGE", i, g)
+				}
+			}
+		})
+	}
+}
