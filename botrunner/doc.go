@@ -53,8 +53,9 @@
 // Hl7Context, Node's Buffer (buffer.go), setTimeout, setInterval, setImmediate, their clear
 // functions and queueMicrotask (timers.go), structuredClone, atob, btoa, crypto (webcrypto.go),
 // Intl for en-US (intl*.go; Date's and Number's toLocale*String use it), and require, which
-// answers '@medplum/core' (and '@medplum/fhirtypes', an empty object), 'buffer' and 'crypto'
-// (also as 'node:…'; nodecrypto.go) and throws "Cannot find module 'x' (…)" otherwise. There is
+// answers '@medplum/core' (and '@medplum/fhirtypes', an empty object), 'buffer', 'crypto'
+// (nodecrypto.go), 'timers' and 'timers/promises' (also as 'node:…') and throws "Cannot find
+// module 'x' (…)" otherwise. There is
 // no process, fetch or filesystem: the only way out is the medplum argument. Globals are built
 // on first use, so a run pays only for what it touches.
 //

@@ -43,8 +43,10 @@ var sandboxGlobals = map[string]func(x *execution) goja.Value{
 
 // nodeModules are the Node built-in modules require answers, also under their "node:" names.
 var nodeModules = map[string]func(x *execution) *goja.Object{
-	"buffer": (*execution).bufferModule,
-	"crypto": (*execution).cryptoModule,
+	"buffer":          (*execution).bufferModule,
+	"crypto":          (*execution).cryptoModule,
+	"timers":          (*execution).timersModule,
+	"timers/promises": (*execution).timersPromisesModule,
 }
 
 // lazyState holds the globals and modules that are objects built on first use, so each run (or
@@ -54,6 +56,8 @@ type lazyState struct {
 	webcrypto          *goja.Object
 	nodeCrypto         *goja.Object
 	intl               *intlState
+	timers             *goja.Object
+	timersPromises     *goja.Object
 }
 
 func (x *execution) installGlobals() {

@@ -363,13 +363,13 @@ func TestSandboxHasNoHostAccess(t *testing.T) {
 		want string
 	}{
 		{"require fs", `(() => { try { require('fs'); return 'loaded' } catch (e: any) { return e.message + ' / ' + e.code } })()`,
-			"Cannot find module 'fs' (the bot sandbox provides only '@medplum/core', 'buffer' and 'crypto') / MODULE_NOT_FOUND"},
+			"Cannot find module 'fs' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers' and 'timers/promises') / MODULE_NOT_FOUND"},
 		{"require child_process", `(() => { try { require('child_process'); return 'loaded' } catch (e: any) { return e.message } })()`,
-			"Cannot find module 'child_process' (the bot sandbox provides only '@medplum/core', 'buffer' and 'crypto')"},
+			"Cannot find module 'child_process' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers' and 'timers/promises')"},
 		{"require node:http", `(() => { try { require('node:http'); return 'loaded' } catch (e: any) { return e.message } })()`,
-			"Cannot find module 'node:http' (the bot sandbox provides only '@medplum/core', 'buffer' and 'crypto')"},
+			"Cannot find module 'node:http' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers' and 'timers/promises')"},
 		{"dynamic import", `await import('os').then(() => 'loaded', (e: any) => e.message)`,
-			"Cannot find module 'os' (the bot sandbox provides only '@medplum/core', 'buffer' and 'crypto')"},
+			"Cannot find module 'os' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers' and 'timers/promises')"},
 		{"process", `typeof process`, "undefined"},
 		{"fetch", `typeof fetch`, "undefined"},
 		{"globalThis.process", `String((globalThis as any).process)`, "undefined"},

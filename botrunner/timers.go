@@ -494,3 +494,47 @@ func (x *execution) endLoop() {
 		x.loop.reset()
 	}
 }
+
+// timersModule is require('timers'): the timer globals.
+func (x *execution) timersModule() *goja.Object {
+	if x.lazy.timers == nil {
+		m := x.rt.NewObject()
+		for _, name := range []string{"setTimeout", "clearTimeout", "setInterval", "clearInterval", "setImmediate", "clearImmediate", "queueMicrotask"} {
+			_ = m.Set(name, x.rt.GlobalObject().Get(name))
+		}
+		x.lazy.timers = m
+	}
+	return x.lazy.timers
+}
+
+// timersPromisesModule is require('timers/promises'): setTimeout(delay, value) and
+// setImmediate(value) as promises of value.
+func (x *execution) timersPromisesModule() *goja.Object {
+	if x.lazy.timersPromises != nil {
+		return x.lazy.timersPromises
+	}
+	rt, l := x.rt, x.eventLoop()
+	promised := func(name string, schedule func(resolve goja.Value, c goja.FunctionCall)) goja.Value {
+		return x.fn(name, func(c goja.FunctionCall) goja.Value {
+			p, resolve, _ := rt.NewPromise()
+			value := c.Argument(0)
+			if name == "setTimeout" {
+				value = c.Argument(1)
+			}
+			schedule(x.fn("resolve", func(goja.FunctionCall) goja.Value {
+				_ = resolve(value)
+				return goja.Undefined()
+			}), c)
+			return rt.ToValue(p)
+		})
+	}
+	m := rt.NewObject()
+	_ = m.Set("setTimeout", promised("setTimeout", func(resolve goja.Value, c goja.FunctionCall) {
+		l.schedule(goja.FunctionCall{Arguments: []goja.Value{resolve, c.Argument(0)}}, false)
+	}))
+	_ = m.Set("setImmediate", promised("setImmediate", func(resolve goja.Value, _ goja.FunctionCall) {
+		l.setImmediate(goja.FunctionCall{Arguments: []goja.Value{resolve}})
+	}))
+	x.lazy.timersPromises = m
+	return m
+}
