@@ -2,6 +2,7 @@ package botrunner
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"math"
 	"sync"
@@ -81,10 +82,15 @@ type eventLoop struct {
 	seq        int64
 	proto      *goja.Object // prototype of the handles setTimeout returns
 
+	// Host work (a fetch) running on goroutines of its own: ctx ends at the run's deadline,
+	// when its caller goes, or when the run ends; made by the first spawn.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
-	posted  []func() // completions of async operations, run on the loop
-	pending int      // async operations started and not yet completed
-	gen     uint64   // bumped by reset, so late completions of an ended run are dropped
+	posted  []func() error // completions of spawned work, to run on the run's goroutine
+	pending int            // spawned work not yet completed
+	gen     uint64         // bumped by reset, so late completions of an ended run are dropped
 	wake    chan struct{}
 }
 
@@ -304,31 +310,39 @@ func isObject(v goja.Value) bool {
 	return ok
 }
 
-// async starts an operation that completes on another goroutine (a fetch answered over a
-// worker's pipe, say): the loop waits for it while the handler's promise is pending. The
-// returned function hands the completion (which settles the operation's promise) to the run's
-// goroutine; after the run ended it does nothing.
-func (l *eventLoop) async() (complete func(func())) {
+// spawn runs work on a goroutine of its own (a fetch, answered by the network or, in a worker,
+// over the pipe) with a context that ends at the run's deadline, when its caller goes, or when
+// the run ends. The function work returns runs later on the run's goroutine, where the runtime
+// may be touched (it settles the work's promise); an error it returns ends the run. The loop
+// waits for pending work while the handler's promise is pending; work still going when the run
+// ends is abandoned and its completion dropped.
+func (l *eventLoop) spawn(work func(ctx context.Context) func() error) {
+	if l.ctx == nil {
+		x := l.x
+		x.mu.Lock()
+		parent, deadline := x.ctx, x.start.Add(x.timeout)
+		x.mu.Unlock()
+		l.ctx, l.cancel = context.WithDeadline(parent, deadline)
+	}
+	ctx := l.ctx
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.pending++
 	gen := l.gen
-	var once sync.Once
-	return func(done func()) {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if l.gen != gen {
-				return
-			}
-			l.pending--
-			l.posted = append(l.posted, done)
-			select {
-			case l.wake <- struct{}{}:
-			default:
-			}
-		})
-	}
+	l.mu.Unlock()
+	go func() {
+		done := work(ctx)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.gen != gen {
+			return
+		}
+		l.pending--
+		l.posted = append(l.posted, done)
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}()
 }
 
 // reset drops every timer and pending operation: the run has ended.
@@ -338,6 +352,10 @@ func (l *eventLoop) reset() {
 	l.timers = l.timers[:0]
 	clear(l.immediates)
 	l.immediates = l.immediates[:0]
+	if l.cancel != nil {
+		l.cancel()
+		l.ctx, l.cancel = nil, nil
+	}
 	l.mu.Lock()
 	l.gen++
 	l.pending = 0
@@ -386,8 +404,19 @@ func (l *eventLoop) next() (bool, error) {
 		pending := l.pending
 		l.mu.Unlock()
 		if len(posted) > 0 {
+			if l.ctx != nil && l.ctx.Err() != nil {
+				// The run's time is up (or its caller left) and the work's completion is most
+				// likely that error: the run ends as timed out (or cancelled), not with a
+				// rejection the bot could catch.
+				l.x.stopFor(l.x.ctx)
+				return false, l.interrupt()
+			}
 			for _, f := range posted {
-				if err := l.x.rt.Try(f); err != nil {
+				var err error
+				if ex := l.x.rt.Try(func() { err = f() }); ex != nil {
+					return false, ex
+				}
+				if err != nil {
 					return false, err
 				}
 			}
@@ -461,15 +490,20 @@ func (l *eventLoop) wait(t *loopTimer) error {
 	case <-due:
 	case <-l.wake:
 	case <-stopped:
-		// The runtime is interrupted: running anything raises the interrupt, which is how the
-		// run ends as timed out (or cancelled) with everything else a stop does.
-		_, err := l.x.rt.RunProgram(nopProgram())
-		if err == nil {
-			err = errors.New("bot execution interrupted")
-		}
-		return err
+		return l.interrupt()
 	}
 	return nil
+}
+
+// interrupt surfaces the stopped run's interrupt: running anything in an interrupted runtime
+// raises it, which is how the run ends as timed out (or cancelled) with everything else a stop
+// does.
+func (l *eventLoop) interrupt() error {
+	_, err := l.x.rt.RunProgram(nopProgram())
+	if err == nil {
+		err = errors.New("bot execution interrupted")
+	}
+	return err
 }
 
 var nopProgram = embeddedProgram("nop", "undefined")

@@ -1,6 +1,7 @@
 package botrunner
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -132,43 +133,58 @@ func TestTimerRunFailures(t *testing.T) {
 	}
 }
 
-// TestLoopAsyncCompletion: an operation completing on another goroutine (as fetch's will) wakes
-// the loop, which settles the handler's promise on the run's goroutine; one completing after
-// its run ended does nothing.
-func TestLoopAsyncCompletion(t *testing.T) {
-	late := make(chan func(func()), 1)
-	sandboxGlobals["testAsync"] = func(x *execution) goja.Value {
-		return x.fn("testAsync", func(c goja.FunctionCall) goja.Value {
-			p, resolve, _ := x.rt.NewPromise()
-			complete := x.eventLoop().async()
+// TestLoopSpawnedWork: work spawned on another goroutine (as fetch's is) wakes the loop, which
+// runs its completion (settling the handler's promise) on the run's goroutine, together with
+// timers; work still going when its run ends gets an ended context and its completion is
+// dropped; work outliving the deadline ends the run as timed out, not with its error.
+func TestLoopSpawnedWork(t *testing.T) {
+	late := make(chan context.Context, 1)
+	sandboxGlobals["testSpawn"] = func(x *execution) goja.Value {
+		return x.fn("testSpawn", func(c goja.FunctionCall) goja.Value {
+			p, resolve, reject := x.rt.NewPromise()
 			v := c.Argument(0).String()
-			if v == "late" {
-				late <- complete
-				return x.rt.ToValue(p)
-			}
-			go func() {
+			x.eventLoop().spawn(func(ctx context.Context) func() error {
+				switch v {
+				case "late", "forever":
+					if v == "late" {
+						late <- ctx
+					}
+					<-ctx.Done()
+					return func() error {
+						if v == "late" {
+							panic("a completion ran after its run ended")
+						}
+						return reject(x.rt.ToValue(ctx.Err().Error()))
+					}
+				}
 				time.Sleep(20 * time.Millisecond)
-				complete(func() { _ = resolve(v + " done") })
-			}()
+				return func() error { return resolve(v + " done") }
+			})
 			return x.rt.ToValue(p)
 		})
 	}
-	t.Cleanup(func() { delete(sandboxGlobals, "testAsync") })
-	code := mustCompile(t, "index.js", `exports.handler = async (m, e) => e.input.late
-		? Promise.race([testAsync('late'), new Promise((r) => setTimeout(() => r('timer first'), 10))])
-		: Promise.all([testAsync('a'), testAsync('b')]);`).JS
+	t.Cleanup(func() { delete(sandboxGlobals, "testSpawn") })
+	code := mustCompile(t, "index.js", `exports.handler = async (m, e) => {
+		if (e.input.late) return Promise.race([testSpawn('late'), new Promise((r) => setTimeout(() => r('timer first'), 10))]);
+		if (e.input.forever) return testSpawn('forever').catch((err) => 'caught ' + err);
+		return Promise.all([testSpawn('a'), testSpawn('b'), new Promise((r) => setTimeout(() => r('timer'), 30))]);
+	};`).JS
 	r := New(Options{})
-	res := counterRun(t, r, code, counterReq{key: "async", bot: "async", input: `{}`})
-	if res.Outcome != OutcomeSuccess || string(res.Body) != `["a done","b done"]` {
+	res := counterRun(t, r, code, counterReq{key: "spawn", bot: "spawn"})
+	if res.Outcome != OutcomeSuccess || string(res.Body) != `["a done","b done","timer"]` {
 		t.Fatalf("run: %s %s %s", res.Outcome, res.Message, res.Body)
 	}
-	res = counterRun(t, r, code, counterReq{key: "async", bot: "async", input: `{"late":true}`})
+	res = counterRun(t, r, code, counterReq{key: "spawn", bot: "spawn", input: `{"late":true}`})
 	if res.Outcome != OutcomeSuccess || string(res.Body) != "timer first" {
 		t.Fatalf("late run: %s %s %s", res.Outcome, res.Message, res.Body)
 	}
-	(<-late)(func() { panic("a completion ran after its run ended") })
-	res = counterRun(t, r, code, counterReq{key: "async", bot: "async", input: `{}`})
-	if res.Outcome != OutcomeSuccess {
-		t.Fatalf("run after a late completion: %s %s", res.Outcome, res.Message)
+	select {
+	case <-(<-late).Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the context of work outliving its run did not end")
+	}
+	res = counterRun(t, r, code, counterReq{key: "spawn", bot: "spawn", input: `{"forever":true}`, timeout: 200 * time.Millisecond})
+	if res.Outcome != OutcomeTimeout {
+		t.Fatalf("work past the deadline: %s %s %s, want a timeout", res.Outcome, res.Message, res.Body)
 	}
 }
