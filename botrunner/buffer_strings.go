@@ -18,11 +18,7 @@ func (x *execution) bufferStringMethods(proto *goja.Object) {
 			x.argTypeError("string", "of type string", c.Argument(0))
 		}
 		// write(string[, offset[, length]][, encoding]): the encoding may come at any place.
-		args := c.Arguments[1:]
-		enc := goja.Undefined()
-		if n := len(args); n > 0 && goja.IsString(args[n-1]) {
-			enc, args = args[n-1], args[:n-1]
-		}
+		enc, args := trailingEncoding(c.Arguments[1:], 0)
 		offset, length := int64(0), int64(len(b))
 		if len(args) > 0 && !goja.IsUndefined(args[0]) {
 			offset = args[0].ToInteger()
@@ -55,11 +51,7 @@ func (x *execution) bufferStringMethods(proto *goja.Object) {
 	_ = proto.Set("fill", x.fn("fill", func(c goja.FunctionCall) goja.Value {
 		b := x.bytesArg(c.This, "this")
 		// fill(value[, offset[, end]][, encoding])
-		args := c.Arguments
-		enc := goja.Undefined()
-		if n := len(args); n > 1 && goja.IsString(args[n-1]) {
-			enc, args = args[n-1], args[:n-1]
-		}
+		enc, args := trailingEncoding(c.Arguments, 1)
 		start, end := int64(0), int64(len(b))
 		if len(args) > 1 && !goja.IsUndefined(args[1]) {
 			start = args[1].ToInteger()
@@ -154,4 +146,13 @@ func (x *execution) outOfRange(name string, v goja.Value) *goja.Object {
 	e := x.newError("RangeError", `The value of "`+name+`" is out of range. Received `+x.formatValue(v, false))
 	_ = e.Set("code", "ERR_OUT_OF_RANGE")
 	return e
+}
+
+// trailingEncoding splits an encoding, a string last in args after the first keep, from the
+// arguments before it.
+func trailingEncoding(args []goja.Value, keep int) (goja.Value, []goja.Value) {
+	if n := len(args); n > keep && goja.IsString(args[n-1]) {
+		return args[n-1], args[:n-1]
+	}
+	return goja.Undefined(), args
 }
