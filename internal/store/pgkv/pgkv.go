@@ -292,45 +292,33 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 	}()
 	done := false
 	defer func() {
-		if !done && t.tx != nil {
+		if !done && t.tx != nil && (t.conn == nil || t.conn.Conn().PgConn().TxStatus() != 'I') {
 			// Also on a panic in fn: the connection goes back to the pool
-			// clean (or is closed and dropped by it).
+			// clean (or is closed and dropped by it). A commit batch that
+			// failed at COMMIT has ended the transaction already.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), rollbackTimeout)
 			defer cancel()
 			_ = t.tx.Rollback(rctx)
 		}
 	}()
 	err = fn(t)
-	if err == nil {
-		// The writes fn left unsent.
-		err = t.flush()
-	}
 	if err != nil {
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
 			return false, errors.Join(ctxErr, err)
 		}
 		return retryable(err) || retryable(t.failed), err
 	}
-	if err := t.notify(k.channel, k.sender); err != nil {
-		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
-			return false, errors.Join(ctxErr, err)
-		}
-		return retryable(err), fmt.Errorf("announcing the transaction's changes: %w", err)
-	}
-	done = true
-	if t.tx == nil {
-		// fn ran no statement: there is no transaction to commit.
-		return false, nil
-	}
-	if err := t.tx.Commit(ctx); err != nil {
+	failed := t.failed // a failed statement fn swallowed
+	committed, err := t.commit(k.channel, k.sender)
+	done = committed
+	if err != nil {
 		cause := err
-		if t.failed != nil {
-			// fn swallowed a failed statement; Commit only says
-			// "rolled back".
-			cause = t.failed
+		if failed != nil {
+			// The batch only says the transaction is aborted.
+			cause = failed
 		}
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(cause) {
-			return false, ctxErr
+			return false, errors.Join(ctxErr, err)
 		}
 		return retryable(cause), fmt.Errorf("committing a PostgreSQL transaction: %w", cause)
 	}
