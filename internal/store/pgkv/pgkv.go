@@ -4,7 +4,8 @@
 // against both):
 //
 //   - View runs in a REPEATABLE READ READ ONLY transaction: one snapshot,
-//     taken at its first statement.
+//     taken at its first statement. ReadKey ([store.PointReader]) reads one
+//     key as one statement, without BEGIN and COMMIT.
 //   - Update runs in a SERIALIZABLE transaction. A serialization failure
 //     (SQLSTATE 40001) or a deadlock (40P01) runs fn again, a bounded
 //     number of times with jittered backoff; after that the error wraps
@@ -21,7 +22,8 @@
 //     for an empty or all-0xff prefix) in bytea order, which is byte order,
 //     in pages, so fn may use the transaction while it runs.
 //   - A transaction's writes are sent in multi-row statements (before a
-//     Scan, every few thousand keys and at commit), and the resource layer
+//     Scan, every few thousand keys and at commit, where the last ones, the
+//     announcements and COMMIT share one round trip), and the resource layer
 //     prefetches the keys a batch checks ([store.Prefetcher]), so a large
 //     PutAll costs a few round trips, not several per record (pending.go).
 //   - Backup and Restore speak Badger's backup stream (package kvbackup),
