@@ -26,7 +26,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "no_subject",
 				"the identity provider returned no sub claim")
 		}
-		m, err := s.o.Store.MembershipByExternalID(ctx, project, info.Sub)
+		m, err := s.membershipBySubject(ctx, project, info.Sub)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil, noMatch()
 		}
@@ -74,7 +74,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "membership_inactive", "the membership is not active")
 	}
 	if user == nil {
-		u, err := store.Get[store.User](ctx, s.o.Store, refID(m.User.Reference))
+		u, err := s.user(ctx, refID(m.User.Reference))
 		if err != nil {
 			return nil, nil, storeFailure("loading user", err)
 		}

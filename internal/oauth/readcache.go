@@ -12,8 +12,8 @@ import (
 const readCacheSize = 4096
 
 // readCache remembers records the token endpoint reads on every request —
-// the client by id, the user by email, the user's memberships in the
-// client's project — so that an exchange with a known identity costs no
+// the client by id, the user by email or id, the user's memberships in the
+// client's project or the membership by the provider's subject — so that an exchange with a known identity costs no
 // store read. On PostgreSQL each read is a transaction of its own (round
 // trips and server CPU); they were most of the gap to Badger's exchange
 // rate.
@@ -82,14 +82,18 @@ func (c *readCache[K, V]) load(ctx context.Context, k K, stamp func() uint64, re
 type exchangeReads struct {
 	clients     *readCache[string, *store.ClientApplication]
 	usersByMail *readCache[string, *store.User]
+	users       *readCache[string, *store.User]
 	memberships *readCache[[2]string, []*store.ProjectMembership]
+	bySubject   *readCache[[2]string, *store.ProjectMembership]
 }
 
 func newExchangeReads(ttl time.Duration, now func() time.Time) exchangeReads {
 	return exchangeReads{
 		clients:     newReadCache[string, *store.ClientApplication](ttl, now),
 		usersByMail: newReadCache[string, *store.User](ttl, now),
+		users:       newReadCache[string, *store.User](ttl, now),
 		memberships: newReadCache[[2]string, []*store.ProjectMembership](ttl, now),
+		bySubject:   newReadCache[[2]string, *store.ProjectMembership](ttl, now),
 	}
 }
 
@@ -120,5 +124,24 @@ func (s *Server) membershipsOf(ctx context.Context, projectID, userID string) ([
 		func() uint64 { return st.Changes("ProjectMembership") },
 		func(ctx context.Context) ([]*store.ProjectMembership, error) {
 			return st.MembershipsByProjectUser(ctx, projectID, userID)
+		})
+}
+
+// user reads a user by id.
+func (s *Server) user(ctx context.Context, id string) (*store.User, error) {
+	st := s.o.Store
+	return s.reads.users.load(ctx, id,
+		func() uint64 { return st.RecordChanges("User", id) },
+		func(ctx context.Context) (*store.User, error) { return store.Get[store.User](ctx, st, id) })
+}
+
+// membershipBySubject reads the project's membership with an externalId.
+// Any membership write may give the externalId to another one.
+func (s *Server) membershipBySubject(ctx context.Context, projectID, externalID string) (*store.ProjectMembership, error) {
+	st := s.o.Store
+	return s.reads.bySubject.load(ctx, [2]string{projectID, externalID},
+		func() uint64 { return st.Changes("ProjectMembership") },
+		func(ctx context.Context) (*store.ProjectMembership, error) {
+			return st.MembershipByExternalID(ctx, projectID, externalID)
 		})
 }

@@ -83,6 +83,21 @@ func TestExchangeCachesFollowWrites(t *testing.T) {
 	edit(t, e.st, "web", func(c *store.ClientApplication) { c.Status = "" })
 	ok("client active again")
 
+	// Through a use-subject client: the membership by externalId, the user
+	// by id.
+	bySubject := func(step string, wantOK bool) {
+		t.Helper()
+		if r := e.exchangeReason("sub-client", "alice-sub"); (r == "") != wantOK {
+			t.Fatalf("%s: exchange by subject answered %q, want success %v", step, r, wantOK)
+		}
+	}
+	bySubject("warm", true)
+	bySubject("cached", true)
+	edit(t, e.st, m.ID, func(m *store.ProjectMembership) { m.ExternalID = "idp|someone-else" })
+	bySubject("externalId changed", false)
+	edit(t, e.st, m.ID, func(m *store.ProjectMembership) { m.ExternalID = "idp|alice" })
+	bySubject("externalId back", true)
+
 	edit(t, e.st, m.User.Reference[len("User/"):], func(u *store.User) { u.Email = "alice@elsewhere.example" })
 	refused("address moved to another one")
 }
