@@ -44,6 +44,8 @@ type runCall struct {
 	// asBot says there is no caller (an MLLP message, a cron tick): the
 	// bot is its own requester (Bot/{id}) and id only says the project.
 	asBot bool
+	// entity is what the AuditEvent names after the bot (Message.Entity).
+	entity []store.Reference
 }
 
 // preparedRun is a run ready to start: its bot found, its input accepted,
@@ -54,6 +56,7 @@ type preparedRun struct {
 	req     botrunner.Request
 	traceID string
 	started time.Time
+	entity  []store.Reference
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -198,7 +201,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if be := a.backendFor(ctx, call.backend, runAs); be != nil {
 		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
+	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity}, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -218,7 +221,7 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started))
+	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...))
 	return res, err
 }
 
