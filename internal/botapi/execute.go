@@ -165,12 +165,15 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	}
 	// id is who asked for the run (event.requester, the AuditEvent's
 	// agent, the fair share); runAs is whom its medplum calls act as.
-	id, runAs := call.id, botIdentity(bot)
+	id, runAs := call.id, botIdentity(bot, found.member)
 	if call.asBot {
 		id = runAs
 	}
 	if bot.RunAsUser {
 		runAs = id
+	}
+	if runAs.Profile == "Bot/"+bot.ID && found.member != nil && !found.member.IsActive() {
+		return nil, fhir.NewError(http.StatusForbidden, fmt.Sprintf("Bot/%s's membership is inactive: it cannot run as itself", bot.ID))
 	}
 	req := botrunner.Request{
 		CacheKey:      key,
@@ -254,7 +257,12 @@ func (a *API) findBot(ctx context.Context, id *oauth.Identity, bk botKey) (*reso
 		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's secrets failed")
 	}
-	e := &resolvedBot{bot: bot, secrets: secrets, changes: changes}
+	member, err := botMembership(ctx, a.o.Store, bot)
+	if err != nil {
+		a.o.Logger.Error("loading bot membership", zap.String("bot", bot.ID), zap.Error(err))
+		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's membership failed")
+	}
+	e := &resolvedBot{bot: bot, secrets: secrets, member: member, changes: changes}
 	a.bots.put(k, e)
 	return e, nil
 }
