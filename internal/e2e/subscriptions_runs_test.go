@@ -252,3 +252,34 @@ func TestSubscriptionReplicasRunEachTriggerOnce(t *testing.T) {
 	got, _ := json.Marshal(runs)
 	t.Logf("runs by patient: %s", got)
 }
+
+// TestBotMembershipScopeBoundsATriggeredRun: a bot whose membership's
+// scope allows reading Patients only, triggered by a Subscription (so
+// running as itself through the request-less route), has its write of an
+// Observation refused before the backend: its run fails, recorded, and
+// the Subscription on Observation never runs.
+func TestBotMembershipScopeBoundsATriggeredRun(t *testing.T) {
+	be := subscriptiontest.NewFHIR(t)
+	s := startStackWith(t, pingPongCaddyfile(be.URL), "")
+	alice := s.token(t, "alpha-app", "alice-token")
+	ping, pong := s.botID(t, "alpha", "https://example.com/bots|ping"), s.botID(t, "alpha", "https://example.com/bots|pong")
+	r := do(t, "POST", "http://"+s.adminAddr+"/fhirgate/ProjectMembership", "application/json",
+		`{"project":{"reference":"Project/alpha"},"user":{"reference":"Bot/`+ping+`"},"profile":{"reference":"Bot/`+ping+`"},"scope":"user/Patient.rs"}`)
+	if r.status != 201 {
+		t.Fatalf("the bot's membership: %d %s", r.status, r.body)
+	}
+	subscribeBot(t, s.gateway, alice, "Patient", ping)
+	subscribeBot(t, s.gateway, alice, "Observation", pong)
+	if r := do(t, "POST", s.gateway+"/fhir/R4/Patient", "application/fhir+json", `{"resourceType":"Patient","name":[{"family":"Scoped"}]}`, bearer(alice)...); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	runs := s.auditEvents(t, ping, func(entries []any) bool { return len(entries) >= 1 })
+	run := runs[0].(map[string]any)["resource"].(map[string]any)
+	if desc, _ := run["outcomeDesc"].(string); run["outcome"] != "4" || !strings.Contains(desc, "Observation") {
+		t.Fatalf("the scoped bot's run: outcome %v, %q", run["outcome"], desc)
+	}
+	time.Sleep(time.Second) // pong would have run by now
+	if n := len(s.auditResources(t, "bot="+pong)); n != 0 {
+		t.Fatalf("pong ran %d times: the refused write reached the backend", n)
+	}
+}
