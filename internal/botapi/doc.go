@@ -12,10 +12,11 @@
 // metrics and audit are one code path; only reading the request and
 // writing the response are HTTP's.
 //
-// A bot runs as itself (Bot/{id}, the project's full access) unless its
-// runAsUser says to run as its caller: its medplum calls go through the
-// request's route with that identity, or, for a run without a request
-// (RunMessage, a queued async run), through Options.Backends. Async runs
+// A bot runs as itself (Bot/{id}, with its membership's scope: by default
+// the project's full access) unless its runAsUser says to run as its
+// caller: its medplum calls go through the request's route with that
+// identity, or, for a run without a request (RunMessage, a queued async
+// run), through Options.Backends. Async runs
 // are queue jobs (AsyncKind) that any replica sharing the queue may run.
 //
 // A bot is looked up in the caller's project only, so the same identifier

@@ -44,6 +44,8 @@ type runCall struct {
 	// asBot says there is no caller (an MLLP message, a cron tick): the
 	// bot is its own requester (Bot/{id}) and id only says the project.
 	asBot bool
+	// entity is what the AuditEvent names after the bot (Message.Entity).
+	entity []store.Reference
 }
 
 // preparedRun is a run ready to start: its bot found, its input accepted,
@@ -54,6 +56,7 @@ type preparedRun struct {
 	req     botrunner.Request
 	traceID string
 	started time.Time
+	entity  []store.Reference
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -162,12 +165,15 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	}
 	// id is who asked for the run (event.requester, the AuditEvent's
 	// agent, the fair share); runAs is whom its medplum calls act as.
-	id, runAs := call.id, botIdentity(bot)
+	id, runAs := call.id, botIdentity(bot, found.member)
 	if call.asBot {
 		id = runAs
 	}
 	if bot.RunAsUser {
 		runAs = id
+	}
+	if runAs.Profile == "Bot/"+bot.ID && found.member != nil && !found.member.IsActive() {
+		return nil, fhir.NewError(http.StatusForbidden, fmt.Sprintf("Bot/%s's membership is inactive: it cannot run as itself", bot.ID))
 	}
 	req := botrunner.Request{
 		CacheKey:      key,
@@ -198,7 +204,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if be := a.backendFor(ctx, call.backend, runAs); be != nil {
 		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
+	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity}, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -218,7 +224,7 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started))
+	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...))
 	return res, err
 }
 
@@ -251,7 +257,12 @@ func (a *API) findBot(ctx context.Context, id *oauth.Identity, bk botKey) (*reso
 		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's secrets failed")
 	}
-	e := &resolvedBot{bot: bot, secrets: secrets, changes: changes}
+	member, err := botMembership(ctx, a.o.Store, bot)
+	if err != nil {
+		a.o.Logger.Error("loading bot membership", zap.String("bot", bot.ID), zap.Error(err))
+		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's membership failed")
+	}
+	e := &resolvedBot{bot: bot, secrets: secrets, member: member, changes: changes}
 	a.bots.put(k, e)
 	return e, nil
 }

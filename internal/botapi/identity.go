@@ -12,11 +12,32 @@ import (
 
 // botIdentity is whom a bot acts as when it runs as itself (Medplum's
 // default; always for MLLP and cron runs): profile Bot/{id} in its
-// project, with the project's full access (an empty scope), confined like
-// every identity by the gateway's backend_tenant. A bot has no user and no
+// project, with its membership's scope — without a membership or scope,
+// the project's full access (an empty scope) — confined like every
+// identity by the gateway's backend_tenant. A bot has no user and no
 // client of its own, so those identity headers are empty.
-func botIdentity(bot *store.Bot) *oauth.Identity {
-	return &oauth.Identity{ProjectID: bot.Meta.Project, Profile: "Bot/" + bot.ID}
+func botIdentity(bot *store.Bot, member *store.ProjectMembership) *oauth.Identity {
+	id := &oauth.Identity{ProjectID: bot.Meta.Project, Profile: "Bot/" + bot.ID}
+	if member != nil {
+		id.Scope, id.MembershipID = member.Scope, member.ID
+	}
+	return id
+}
+
+// botMembership is the bot's membership in its project (user Bot/{id}),
+// as Medplum keeps one per bot: the first active one by id, else the
+// first inactive one; nil when it has none.
+func botMembership(ctx context.Context, st *store.Store, bot *store.Bot) (*store.ProjectMembership, error) {
+	ms, err := st.MembershipsByProjectUser(ctx, bot.Meta.Project, "Bot/"+bot.ID)
+	if err != nil || len(ms) == 0 {
+		return nil, err
+	}
+	for _, m := range ms {
+		if m.IsActive() {
+			return m, nil
+		}
+	}
+	return ms[0], nil
 }
 
 // backendFor is how a run acting as runAs reaches the FHIR backend: the

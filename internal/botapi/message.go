@@ -8,6 +8,7 @@ import (
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 // Message is a bot's input that arrived outside HTTP: an HL7 v2 message
@@ -30,6 +31,10 @@ type Message struct {
 	// its runAsUser, and is its own requester. A bot without runAsUser
 	// runs as itself in any case. Its project must be Project.
 	Caller *oauth.Identity
+	// Entity lists what the run's AuditEvent names after the bot, as
+	// Medplum's does: for a Subscription run, the Subscription and the
+	// resource that triggered it.
+	Entity []store.Reference
 }
 
 // RunMessage runs the bot m names on m's input, exactly as $execute runs it
@@ -47,6 +52,7 @@ func (a *API) RunMessage(ctx context.Context, m Message) (*botrunner.Result, err
 		body:        m.Body,
 		header:      m.Header,
 		traceID:     m.TraceID,
+		entity:      m.Entity,
 	}
 	if m.Caller != nil {
 		if m.Caller.ProjectID != m.Project {

@@ -59,3 +59,30 @@ func TestRunMessageRunsTheBotAsItself(t *testing.T) {
 		}
 	}
 }
+
+// TestRunMessageAuditEventNamesItsEntities: the AuditEvent of a message's
+// run names the bot first, then what the message says the run was about
+// (for a Subscription run, the Subscription and the resource), as
+// Medplum's does.
+func TestRunMessageAuditEventNamesItsEntities(t *testing.T) {
+	f := newAPIFixture(t, Options{})
+	bot := f.deployBot(t, &store.Bot{Name: "on-patient"}, `exports.handler = async (medplum, event) => event.input.id;`)
+	res, err := f.api.RunMessage(context.Background(), Message{Project: bot.Meta.Project, Bot: "Bot/" + bot.ID,
+		ContentType: "application/fhir+json", Body: []byte(`{"resourceType":"Patient","id":"p1"}`),
+		Entity: []store.Reference{{Reference: "Subscription/s1"}, {Reference: "Patient/p1"}}})
+	if err != nil || string(res.Body) != "p1" {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	f.api.Shutdown()
+	evs := f.auditEventsOf(t, bot.ID)
+	if len(evs) != 1 {
+		t.Fatalf("%d AuditEvents, want 1", len(evs))
+	}
+	var got []string
+	for _, e := range evs[0].Entity {
+		got = append(got, e.What.Reference)
+	}
+	if want := []string{"Bot/" + bot.ID, "Subscription/s1", "Patient/p1"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("entities %v, want %v", got, want)
+	}
+}

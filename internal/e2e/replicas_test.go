@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -74,6 +75,13 @@ type replicaPair struct {
 
 func startReplicaPair(t *testing.T) *replicaPair {
 	t.Helper()
+	return startReplicaPairWith(t, replicaCaddyfile, "")
+}
+
+// startReplicaPairWith starts the pair on another template; backendURL,
+// when set, is the FHIR backend instead of a recording one.
+func startReplicaPairWith(t *testing.T, tmpl, backendURL string) *replicaPair {
+	t.Helper()
 	dsn := pgkvtest.DSN(t)
 	rp := &replicaPair{t: t, pgAddr: pgkvtest.FreeAddr(t), dsn: dsn}
 	var proxied string
@@ -86,8 +94,8 @@ func startReplicaPair(t *testing.T) *replicaPair {
 	rp.idp, rp.backend = idp.URL, newBackend(t)
 	testdata, _ := filepath.Abs("testdata")
 	start := func() *stack {
-		cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: rp.idp, Backend: rp.backend.URL, Testdata: testdata}
-		path := writeCaddyfile(t, t.TempDir(), replicaCaddyfile, cfg)
+		cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: rp.idp, Backend: cmp.Or(backendURL, rp.backend.URL), Testdata: testdata}
+		path := writeCaddyfile(t, t.TempDir(), tmpl, cfg)
 		p := startCaddy(t, path, cfg.Admin, "FHIRGATE_POSTGRES_DSN="+proxied)
 		return &stack{caddyProc: p, config: path, gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), idp: idp, backend: rp.backend}
 	}

@@ -235,6 +235,13 @@ type ProjectMembership struct {
 	Admin        bool       `json:"admin,omitempty"`
 	Active       *bool      `json:"active,omitempty"` // nil means active
 	AccessPolicy *Reference `json:"accessPolicy,omitempty"`
+	// Scope is what a bot's membership (user "Bot/<id>") allows the bot
+	// when it runs as itself: SMART scopes, as a client's scope, against
+	// which its calls are authorized. Empty means the project's full
+	// access. fhirgate's stand-in for the AccessPolicy of Medplum's bot
+	// membership; only a bot's membership has one (a person's or a
+	// client's scopes come from the client and the token).
+	Scope string `json:"scope,omitempty"`
 }
 
 // profileTypes are the resource types a membership profile may reference.
@@ -277,6 +284,7 @@ func (m *ProjectMembership) normalize(time.Time) {
 	if id := m.ProjectID(); id != "" {
 		m.Meta.Project = id
 	}
+	m.Scope = strings.Join(strings.Fields(m.Scope), " ")
 }
 
 func (m *ProjectMembership) validate() error {
@@ -290,6 +298,12 @@ func (m *ProjectMembership) validate() error {
 		return err
 	}
 	if err := checkOptionalReference("profile", m.Profile, profileTypes...); err != nil {
+		return err
+	}
+	if m.Scope != "" && refID(m.User.Reference, "Bot") == "" {
+		return invalid("scope", "only a bot's membership (user Bot/<id>) has a scope; a person's or a client's scopes come from its client")
+	}
+	if err := checkScope("scope", m.Scope); err != nil {
 		return err
 	}
 	return checkOptionalReference("accessPolicy", m.AccessPolicy, "AccessPolicy")

@@ -131,6 +131,9 @@ func (s *Service) runBot(ctx context.Context, sub *store.Subscription, r *spec.R
 		// A bot with runAsUser runs as the writer (Medplum: the
 		// resource's meta.author); others run as themselves.
 		Caller: a.Writer.identity(),
+		// The run's AuditEvent names the Subscription and the resource,
+		// as Medplum's does.
+		Entity: []store.Reference{{Reference: "Subscription/" + sub.ID}, {Reference: a.Change.Ref()}},
 	}
 	res, err := s.o.Bots.RunMessage(WithDepth(ctx, a.Depth+1), m)
 	if err != nil {

@@ -105,7 +105,7 @@ func TestFailingWebhookIsRetriedToMaxAttemptsThenSwitchedOff(t *testing.T) {
 
 func TestCriteriaParametersAreDecidedByTheBackend(t *testing.T) {
 	f := newFixture(t)
-	f.subscribe(t, "Patient?family=Match", "Bot/b1", nil)
+	sub := f.subscribe(t, "Patient?family=Match", "Bot/b1", nil)
 	f.do(t, "POST", "Patient", `{"resourceType":"Patient","name":[{"family":"Other"}]}`)
 	status, body := f.do(t, "POST", "Patient", `{"resourceType":"Patient","name":[{"family":"Match"}]}`)
 	if status != 201 {
@@ -119,6 +119,10 @@ func TestCriteriaParametersAreDecidedByTheBackend(t *testing.T) {
 	runs := f.bots.messages()
 	if len(runs) != 1 || !strings.Contains(string(runs[0].Body), `"Match"`) || runs[0].Bot != "Bot/b1" {
 		t.Fatalf("runs %+v", runs)
+	}
+	// The run's AuditEvent names the Subscription and the resource.
+	if e := runs[0].Entity; len(e) != 2 || e[0].Reference != "Subscription/"+sub.ID || e[1].Reference != "Patient/"+created["id"].(string) {
+		t.Fatalf("entities %+v", e)
 	}
 	for _, q := range f.fhir.Searches() {
 		if q.Get("family") != "Match" || q.Get("_summary") != "count" || q.Get("_id") == "" {
