@@ -181,7 +181,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		CacheKey:      key,
 		Code:          code,
 		Filename:      bot.ExecutableCode.Title,
-		Runtime:       cmp.Or(bot.RuntimeVersion, a.o.DefaultRuntime),
+		Runtime:       cmp.Or(bot.Runtime(), a.o.DefaultRuntime),
 		BotID:         bot.ID,
 		MaxConcurrent: bot.MaxConcurrent,
 		Project:       id.ProjectID,
