@@ -13,8 +13,8 @@ import (
 // settings as extensions (types_bot_json.go).
 type Bot struct {
 	base
-	ImplicitRules string `json:"implicitRules,omitempty"`
-	Language      string `json:"language,omitempty"`
+	ImplicitRules string     `json:"implicitRules,omitempty"`
+	Language      string     `json:"language,omitempty"`
 	Text          *Narrative `json:"text,omitempty"`
 	// Contained resources are kept as sent.
 	Contained []json.RawMessage `json:"contained,omitempty"`
