@@ -16,6 +16,8 @@ type botAPI struct {
 	// released is closed once the API's runs have ended and its use of
 	// the store has been let go.
 	released chan struct{}
+	// detachCron stops scheduled bots running on this API.
+	detachCron func()
 }
 
 // newBotAPI builds a bot API for a module of this config. The API writes
@@ -50,7 +52,7 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
 		_ = releaseStore(app.storage)
 		return nil, err
 	}
-	b := &botAPI{API: api, released: make(chan struct{})}
+	b := &botAPI{API: api, released: make(chan struct{}), detachCron: app.store.cron.Attach(api)}
 	go func(storage storageModule) {
 		defer close(b.released)
 		select {
@@ -73,6 +75,7 @@ func (b *botAPI) cleanup(exiting bool) {
 	if b == nil {
 		return
 	}
+	b.detachCron()
 	if exiting {
 		b.Shutdown()
 		<-b.released // the store is closed before the process exits

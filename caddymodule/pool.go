@@ -26,6 +26,9 @@ type storeHandle struct {
 	kv    store.KV
 	store *store.Store
 	queue queue.Queue
+	// cron runs the scheduled bots of the queue on the bot API attached
+	// last (newBotAPI).
+	cron *botapi.Cron
 
 	recovery    sync.Once
 	recoveryErr error
@@ -95,7 +98,12 @@ func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (
 			_ = kv.Close()
 			return nil, err
 		}
-		return &storeHandle{kv: kv, store: st, queue: q}, nil
+		cron, err := botapi.RegisterCron(q, st, botapi.CronOptions{OnTick: observeCronTick, Logger: logger})
+		if err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
+		return &storeHandle{kv: kv, store: st, queue: q, cron: cron}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -54,6 +54,9 @@ type preparedRun struct {
 	req     botrunner.Request
 	traceID string
 	started time.Time
+	// backend is the run's route to the FHIR backend (nil: none), where an
+	// auditEventDestination "resource" writes the AuditEvent.
+	backend *gateway.Backend
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -206,7 +209,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if call.backend != nil {
 		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
+	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), backend: call.backend}, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -226,7 +229,9 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started))
+	ev := auditEntry(p.bot, p.id, res, p.traceID, p.started)
+	a.sendAudit(ctx, p.bot, p.backend, ev)
+	a.audit.record(ev)
 	return res, err
 }
 
