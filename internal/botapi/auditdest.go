@@ -56,14 +56,20 @@ func (a *API) sendAudit(ctx context.Context, bot *store.Bot, be *gateway.Backend
 	}
 }
 
-// backendAuditEvent is the copy of ev written to the backend: no store
-// meta (the backend keeps its own), recorded set, and an agent, which FHIR
-// requires: the bot itself when nobody asked for the run.
-func backendAuditEvent(ev *store.AuditEvent) *store.AuditEvent {
+// backendAudit is an AuditEvent without meta: the backend keeps its own,
+// and meta.project means nothing to it. (The field shadows the event's.)
+type backendAudit struct {
+	*store.AuditEvent
+	Meta *struct{} `json:"meta,omitempty"`
+}
+
+// backendAuditEvent is the copy of ev written to the backend: no meta,
+// recorded set, and an agent, which FHIR requires: the bot itself when
+// nobody asked for the run.
+func backendAuditEvent(ev *store.AuditEvent) backendAudit {
 	out := *ev
 	out.ResourceType = "AuditEvent"
 	out.ID = ""
-	out.Meta = store.Meta{}
 	if out.Recorded == "" {
 		out.Recorded = store.FormatTime(time.Now())
 		if out.Period != nil && out.Period.End != "" {
@@ -73,5 +79,5 @@ func backendAuditEvent(ev *store.AuditEvent) *store.AuditEvent {
 	if len(out.Agent) == 0 {
 		out.Agent = []store.AuditEventAgent{{Who: out.Source.Observer, Requestor: false}}
 	}
-	return &out
+	return backendAudit{AuditEvent: &out}
 }
