@@ -124,8 +124,8 @@ func TestMedplumBotRoundTripsThroughTheAPI(t *testing.T) {
 	}
 
 	for body, field := range map[string]string{
-		`{"resourceType":"Bot","name":"b","colour":"red"}`:                            "colour",
-		`{"resourceType":"Bot","name":"b","cronString":"61 * * * *"}`:                 "cronString",
+		`{"resourceType":"Bot","name":"b","colour":"red"}`:                             "colour",
+		`{"resourceType":"Bot","name":"b","cronString":"61 * * * *"}`:                  "cronString",
 		`{"resourceType":"Bot","name":"b","cronTiming":{"repeat":{"periodUnit":"h"}}}`: "cronTiming.repeat.periodUnit",
 	} {
 		r := f.serve(t, tok, http.MethodPost, "/fhir/R4/Bot", body)
