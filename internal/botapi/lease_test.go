@@ -160,6 +160,13 @@ type replica struct {
 
 func openReplica(t *testing.T, dsn string) *replica {
 	t.Helper()
+	return openReplicaWith(t, dsn, nil)
+}
+
+// openReplicaWith opens a replica, calling register (when not nil) on its
+// queue and store before the queue starts.
+func openReplicaWith(t *testing.T, dsn string, register func(queue.Queue, *store.Store)) *replica {
+	t.Helper()
 	ctx := context.Background()
 	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: dsn, SweepInterval: -1})
 	if err != nil {
@@ -171,6 +178,9 @@ func openReplica(t *testing.T, dsn string) *replica {
 		t.Fatal(err)
 	}
 	st := store.New(kv, store.Options{})
+	if register != nil {
+		register(q, st)
+	}
 	startQueue(t, q, st)
 	return &replica{kv: kv, st: st, q: q}
 }
