@@ -118,8 +118,8 @@ func TestBotResourceRoundTripsWithHistory(t *testing.T) {
 	}
 
 	for body, field := range map[string]string{
-		`{"resourceType":"Bot","name":"x","unknownElement":1}`:                       "unknownElement",
-		`{"resourceType":"Bot","name":"x","cronString":"@hourly"}`:                   "cronString",
+		`{"resourceType":"Bot","name":"x","unknownElement":1}`:                      "unknownElement",
+		`{"resourceType":"Bot","name":"x","cronString":"@hourly"}`:                  "cronString",
 		`{"resourceType":"Bot","name":"x","cronTiming":{"repeat":{"frequency":2}}}`: "cronTiming.repeat.frequency",
 	} {
 		if r := do(t, "POST", base, "application/fhir+json", body, alice...); r.status != 400 || !strings.Contains(string(r.body), field) {
