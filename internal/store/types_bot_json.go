@@ -97,11 +97,21 @@ func (b *Bot) UnmarshalJSON(data []byte) error { return b.decode(data, false) }
 // other element is an error naming it.
 func DecodeBot(data []byte) (*Bot, error) {
 	b := new(Bot)
-	if err := b.decode(data, true); err != nil {
+	if err := b.DecodeStrict(data); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
+
+// StrictDecoder is a resource whose JSON form differs from its fields'
+// (Bot): DecodeStrict reads a client's JSON into it, refusing unknown
+// elements, where json.Decoder's DisallowUnknownFields cannot see them.
+type StrictDecoder interface {
+	DecodeStrict(data []byte) error
+}
+
+// DecodeStrict implements StrictDecoder (see DecodeBot).
+func (b *Bot) DecodeStrict(data []byte) error { return b.decode(data, true) }
 
 func (b *Bot) decode(data []byte, strict bool) error {
 	*b = Bot{}
