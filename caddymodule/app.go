@@ -255,6 +255,9 @@ type App struct {
 	executorKey string
 	logger      *zap.Logger
 	ctx         caddy.Context
+	// handlers are this config's fhirgate HTTP handlers, for runs with no
+	// request of their own (requestless.go).
+	handlers *handlerSet
 }
 
 // CaddyModule returns the Caddy module information.
@@ -270,6 +273,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.handlers = new(handlerSet)
 	a.ready = newLoadState()
 
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
@@ -468,6 +472,7 @@ func (a *App) Start() error {
 		a.logger.Error("config load refused", zap.Error(err))
 	} else {
 		a.startBots()
+		a.store.running.Store(a) // queued async runs go to this config now
 	}
 	a.markReady(err)
 	return err
@@ -547,6 +552,7 @@ func (a *App) Cleanup() error {
 	if a.store == nil {
 		return nil
 	}
+	a.store.running.CompareAndSwap(a, nil)
 	a.store = nil
 	return releaseStore(a.storage)
 }

@@ -364,6 +364,9 @@ func planBot(ctx context.Context, st *store.Store, pid string, b *declaredBot, a
 	default:
 		// Keep the deployed code unless the declared source differs.
 		bot.SourceCode, bot.ExecutableCode = existing.SourceCode, existing.ExecutableCode
+		// Who the bot runs as is not declared: keep what the store says
+		// (a bot declared before bot identity was migrated to its caller).
+		bot.RunAsUser = existing.RunAsUser
 	}
 	var orphans []string
 	if b.filename != "" {

@@ -1,12 +1,15 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
 )
 
 // botAPI is a bot API over the fhirgate app's store and runners, as the
@@ -16,8 +19,6 @@ type botAPI struct {
 	// released is closed once the API's runs have ended and its use of
 	// the store has been let go.
 	released chan struct{}
-	// detachCron stops scheduled bots running on this API.
-	detachCron func()
 }
 
 // newBotAPI builds a bot API for a module of this config. The API writes
@@ -26,13 +27,19 @@ type botAPI struct {
 // lets runs go on. So it holds its own use of the store, let go by a
 // watcher once the runs have ended (at once when Caddy exits: the grace
 // must start when the exit does, not at Cleanup).
-func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
+//
+// route names the module for the async jobs it accepts (botapi.Options.Route)
+// and backends is its route to the FHIR backend for runs without a
+// request (botapi.Options.Backends).
+func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backends func(context.Context, *oauth.Identity) (*gateway.Backend, error)) (*botAPI, error) {
 	if _, err := openStore(app.ctx, app.storage, logger); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
 	api, err := botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Queue:          app.store.queue,
+		Route:          route,
+		Backends:       backends,
 		Runner:         app.runner,
 		Compiler:       app.compiler,
 		DefaultRuntime: app.BotDefaultRuntime,
@@ -52,7 +59,7 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
 		_ = releaseStore(app.storage)
 		return nil, err
 	}
-	b := &botAPI{API: api, released: make(chan struct{}), detachCron: app.store.cron.Attach(api)}
+	b := &botAPI{API: api, released: make(chan struct{})}
 	go func(storage storageModule) {
 		defer close(b.released)
 		select {
@@ -75,7 +82,6 @@ func (b *botAPI) cleanup(exiting bool) {
 	if b == nil {
 		return
 	}
-	b.detachCron()
 	if exiting {
 		b.Shutdown()
 		<-b.released // the store is closed before the process exits

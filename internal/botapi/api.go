@@ -1,6 +1,7 @@
 package botapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -75,17 +76,23 @@ type Options struct {
 	// must keep for bot records to be written; below it they are refused
 	// as at the quota. Zero means DefaultRecordsDiskReserve.
 	RecordsDiskReserve uint64
-	// Queue holds async runs' leases, so that a job whose replica died is
-	// marked failed by another (RegisterJobs must have registered the
-	// lease worker on it). Nil runs async jobs without a lease: for a
-	// store one process has alone, whose restart fails its unfinished jobs
-	// (FailInterruptedJobs).
+	// Queue runs async $execute runs (AsyncKind jobs): any replica sharing
+	// it may run a job another accepted, through the request-less route
+	// (Backends). RegisterJobs must have registered the kind on it. Nil
+	// runs async jobs in this process, on the accepting request's route;
+	// they are lost if the process stops.
 	Queue queue.Queue
-	// AsyncLease is how long an async run's replica may go without
-	// renewing its lease before the job is marked failed. Zero means
-	// DefaultAsyncLease.
-	AsyncLease time.Duration
-	Logger     *zap.Logger
+	// Route names this API's place in the configuration (which site's
+	// gate it serves), stored with each async job so that the replica
+	// that runs it finds the same place (RegisterJobs' apis). Any stable
+	// string; empty is a name too.
+	Route string
+	// Backends gives runs without an HTTP request (RunMessage, queued
+	// async runs) their route to the FHIR backend, acting as the given
+	// identity (gateway.Gateway.BackendFor). Nil: such runs have no
+	// medplum client.
+	Backends func(ctx context.Context, id *oauth.Identity) (*gateway.Backend, error)
+	Logger   *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)
@@ -128,9 +135,6 @@ func New(o Options) (*API, error) {
 	}
 	if o.RecordsDiskReserve == 0 {
 		o.RecordsDiskReserve = DefaultRecordsDiskReserve
-	}
-	if o.AsyncLease <= 0 {
-		o.AsyncLease = DefaultAsyncLease
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,8 +48,13 @@ const cronTickTimeout = time.Duration(store.MaxBotTimeout)*time.Second + time.Mi
 // config without bots, or between two configs).
 var errNoAPI = errors.New("no bot API in this process to run the scheduled bot")
 
-// CronOptions configures scheduled bots. The zero value is the default.
+// CronOptions configures scheduled bots. API is required; the zero value
+// of the rest is the default.
 type CronOptions struct {
+	// API returns the bot API a tick runs on, in this process, when the
+	// tick runs: the running configuration's (whose request-less backend
+	// route the bot's medplum calls take). An error retries the tick.
+	API func() (*API, error)
 	// ScanEvery is how often the scan runs; 0 means DefaultCronScanEvery.
 	ScanEvery time.Duration
 	// Clock maps a scan's tick to the cron time it covers up to; nil is
@@ -64,20 +68,20 @@ type CronOptions struct {
 }
 
 // Cron runs the scheduled bots of one store's queue. The queue outlives
-// configurations; each configuration's bot API attaches itself, and a
-// tick runs on the one attached last.
+// configurations; each tick runs on the API that CronOptions.API names
+// when it runs.
 type Cron struct {
 	st *store.Store
 	q  queue.Queue
 	o  CronOptions
-
-	mu   sync.Mutex
-	apis []*API
 }
 
 // RegisterCron registers the scan and tick kinds, and the periodic scan,
 // on q. Call it before q starts.
 func RegisterCron(q queue.Queue, st *store.Store, o CronOptions) (*Cron, error) {
+	if o.API == nil {
+		return nil, errors.New("botapi: CronOptions.API is required")
+	}
 	if o.ScanEvery <= 0 {
 		o.ScanEvery = DefaultCronScanEvery
 	}
@@ -101,33 +105,6 @@ func RegisterCron(q queue.Queue, st *store.Store, o CronOptions) (*Cron, error) 
 		return nil, err
 	}
 	return c, nil
-}
-
-// Attach makes a the API scheduled runs go through, until detach is
-// called.
-func (c *Cron) Attach(a *API) (detach func()) {
-	c.mu.Lock()
-	c.apis = append(c.apis, a)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, x := range c.apis {
-			if x == a {
-				c.apis = append(c.apis[:i], c.apis[i+1:]...)
-				return
-			}
-		}
-	}
-}
-
-func (c *Cron) api() *API {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.apis) == 0 {
-		return nil
-	}
-	return c.apis[len(c.apis)-1]
 }
 
 // cronTickArgs is a tick job's payload.
@@ -206,9 +183,9 @@ func (c *Cron) runTick(ctx context.Context, a cronTickArgs) error {
 		c.o.OnTick("skipped") // its schedule changed since the scan
 		return nil
 	}
-	api := c.api()
-	if api == nil {
-		return errNoAPI
+	api, err := c.o.API()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errNoAPI, err)
 	}
 	body, err := json.Marshal(bot)
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,9 +61,10 @@ func (c *tickCounter) wait(t *testing.T, result string, n int) {
 
 // fastCron makes every scan, a second apart, cover a minute of cron time
 // (from 2026-01-01T00:00Z at start), so a "* * * * *" bot ticks at each.
-func fastCron(start time.Time, counter *tickCounter) CronOptions {
+func fastCron(start time.Time, counter *tickCounter, api *API) CronOptions {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return CronOptions{
+		API:       func() (*API, error) { return api, nil },
 		ScanEvery: time.Second,
 		Clock:     func(t time.Time) time.Time { return base.Add(t.Sub(start) / time.Second * time.Minute) },
 		OnTick:    counter.add,
@@ -104,7 +107,13 @@ func TestCronTicksAreEnqueuedOnceAndRunAsTheBot(t *testing.T) {
 	f := newAPIFixture(t, Options{})
 	q := kvqueue.New(f.st.KV(), queue.Options{PollInterval: 50 * time.Millisecond}, nil)
 	counter := &tickCounter{}
-	c, err := RegisterCron(q, f.st, CronOptions{OnTick: counter.add})
+	var running atomic.Pointer[API] // the API of the running config, when there is one
+	c, err := RegisterCron(q, f.st, CronOptions{OnTick: counter.add, API: func() (*API, error) {
+		if api := running.Load(); api != nil {
+			return api, nil
+		}
+		return nil, errors.New("no configuration is running")
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +124,9 @@ func TestCronTicksAreEnqueuedOnceAndRunAsTheBot(t *testing.T) {
 	f.deployBot(t, &store.Bot{Name: "unscheduled"}, cronBot)
 	tick := time.Date(2028, 2, 29, 2, 30, 0, 0, time.UTC)
 	if err := c.runTick(ctx, cronTickArgs{Bot: bot.ID, Tick: tick}); !errors.Is(err, errNoAPI) {
-		t.Fatalf("a tick with no API attached: %v, want errNoAPI (retried)", err)
+		t.Fatalf("a tick while no config runs: %v, want errNoAPI (retried)", err)
 	}
-	c.Attach(f.api)
+	running.Store(f.api)
 
 	for _, scan := range []time.Time{tick, tick, tick.Add(30 * time.Second)} {
 		n, err := c.Scan(ctx, scan)
@@ -186,11 +195,9 @@ func TestCronPeriodicScanRunsEachTick(t *testing.T) {
 	f := newAPIFixture(t, Options{})
 	q := kvqueue.New(f.st.KV(), queue.Options{PollInterval: 50 * time.Millisecond}, nil)
 	counter := &tickCounter{}
-	c, err := RegisterCron(q, f.st, fastCron(time.Now().Truncate(time.Second), counter))
-	if err != nil {
+	if _, err := RegisterCron(q, f.st, fastCron(time.Now().Truncate(time.Second), counter, f.api)); err != nil {
 		t.Fatal(err)
 	}
-	c.Attach(f.api)
 	bot := f.deployBot(t, &store.Bot{Name: "minutely", CronString: "* * * * *"}, cronBot)
 	if err := q.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -228,33 +235,26 @@ func TestCronTwoReplicasOnPostgresRunEachTickOnce(t *testing.T) {
 	dsn := pgkvtest.DSN(t)
 	start := time.Now().Truncate(time.Second)
 	counter := &tickCounter{}
-	var apis []*API
-	var stores []*store.Store
-	var f *apiFixture
-	for i := range 2 {
-		r := openReplicaWith(t, dsn, func(q queue.Queue, st *store.Store) {
-			c, err := RegisterCron(q, st, fastCron(start, counter))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var api *API
-			if i == 0 {
-				f = newAPIFixtureOn(t, st, Options{Queue: q})
-				api = f.api
-			} else {
-				api = otherAPI(t, st, q)
-			}
-			c.Attach(api)
-			apis = append(apis, api)
-		})
-		stores = append(stores, r.st)
+	a, b := openReplica(t, dsn), openReplica(t, dsn)
+	f := newAPIFixtureOn(t, a.st, Options{Queue: a.q})
+	bBackend := &apiFixture{}
+	bSrv := httptest.NewServer(http.HandlerFunc(bBackend.serveBackend))
+	t.Cleanup(bSrv.Close)
+	apiB := replicaAPI(t, b, bSrv.URL)
+	for _, r := range []struct {
+		rep *replica
+		api *API
+	}{{a, f.api}, {b, apiB}} {
+		if _, err := RegisterCron(r.rep.q, r.rep.st, fastCron(start, counter, r.api)); err != nil {
+			t.Fatal(err)
+		}
+		r.rep.runJobs(t, r.api)
 	}
 	bot := f.deployBot(t, &store.Bot{Name: "minutely", CronString: "* * * * *"}, cronBot)
 	counter.wait(t, "run", 4)
-	for _, api := range apis {
-		api.Shutdown()
-	}
-	ticks := ticksRun(t, stores[0], bot.ID, "run Bot/minutely application/fhir+json Bot/"+bot.ID)
+	f.api.Shutdown()
+	apiB.Shutdown()
+	ticks := ticksRun(t, a.st, bot.ID, "run Bot/minutely application/fhir+json Bot/"+bot.ID)
 	checkTicksOnce(t, ticks)
 	if enq := counter.get("enqueued"); enq < len(ticks) {
 		t.Fatalf("%d ticks enqueued, %d run", enq, len(ticks))

@@ -13,6 +13,12 @@
 // metrics and audit are one code path; only reading the request and
 // writing the response are HTTP's.
 //
+// A bot runs as itself (Bot/{id}, the project's full access) unless its
+// runAsUser says to run as its caller: its medplum calls go through the
+// request's route with that identity, or, for a run without a request
+// (RunMessage, a queued async run), through Options.Backends. Async runs
+// are queue jobs (AsyncKind) that any replica sharing the queue may run.
+//
 // A bot is looked up in the caller's project only, so the same identifier
 // in two projects resolves to each caller's own bot and another project's
 // bot is a 404, never a 403. The body's media type is checked first (see

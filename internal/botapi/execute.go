@@ -41,8 +41,8 @@ type runCall struct {
 	// header holds the request headers the bot's event sees.
 	header  http.Header
 	traceID string
-	// asBot runs the bot as itself (requester Bot/{id}) instead of as id,
-	// which then only says the project.
+	// asBot says there is no caller (an MLLP message, a cron tick): the
+	// bot is its own requester (Bot/{id}) and id only says the project.
 	asBot bool
 }
 
@@ -86,20 +86,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 			fhir.WriteError(w, ferr)
 			return
 		}
-		accepted := a.startJob(w, r, id, base, func(ctx context.Context) *botrunner.Result {
-			defer releaseBody()
-			p.started = time.Now()
-			res, err := a.run(ctx, p)
-			if ierr := fhir.AsError(err); ierr != nil {
-				// Parsed once the run holds a slot, so after the 202: the job fails
-				// with the 400 the synchronous call answers.
-				return &botrunner.Result{Outcome: botrunner.OutcomeError, Message: ierr.Message}
-			}
-			return res
-		})
-		if !accepted {
-			releaseBody()
-		}
+		a.startJob(w, r, id, base, p, call, releaseBody)
 		return
 	}
 	defer releaseBody()
@@ -176,9 +163,14 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		a.o.Logger.Error("loading bot code", zap.String("bot", bot.ID), zap.Error(err))
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's code failed")
 	}
-	id := call.id
+	// id is who asked for the run (event.requester, the AuditEvent's
+	// agent, the fair share); runAs is whom its medplum calls act as.
+	id, runAs := call.id, botIdentity(bot)
 	if call.asBot {
-		id = &oauth.Identity{ProjectID: id.ProjectID, Profile: "Bot/" + bot.ID}
+		id = runAs
+	}
+	if bot.RunAsUser {
+		runAs = id
 	}
 	req := botrunner.Request{
 		CacheKey:      key,
@@ -206,10 +198,11 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
-	if call.backend != nil {
-		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx)}
+	be := a.backendFor(ctx, call.backend, runAs)
+	if be != nil {
+		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), backend: call.backend}, nil
+	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), backend: be}, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error

@@ -432,12 +432,7 @@ func (s *Store) Read(ctx context.Context, resourceType, id string, into Resource
 	if !ValidID(id) {
 		return fmt.Errorf("reading %s/%s: %w", resourceType, id, ErrNotFound)
 	}
-	var data []byte
-	err = s.kv.View(ctx, func(tx Txn) error {
-		var err error
-		data, err = tx.Get(recordKey(resourceType, id))
-		return err
-	})
+	data, err := s.readKey(ctx, recordKey(resourceType, id))
 	if err != nil {
 		return fmt.Errorf("reading %s/%s: %w", resourceType, id, err)
 	}
@@ -448,6 +443,21 @@ func (s *Store) Read(ctx context.Context, resourceType, id string, into Resource
 		return fmt.Errorf("decoding stored %s/%s: %w", resourceType, id, err)
 	}
 	return nil
+}
+
+// readKey reads one key: one statement where the KV offers it
+// (PointReader), else a View.
+func (s *Store) readKey(ctx context.Context, key []byte) ([]byte, error) {
+	if p, ok := s.kv.(PointReader); ok {
+		return p.ReadKey(ctx, key)
+	}
+	var data []byte
+	err := s.kv.View(ctx, func(tx Txn) error {
+		var err error
+		data, err = tx.Get(key)
+		return err
+	})
+	return data, err
 }
 
 // Delete removes a resource and its index entries. It returns ErrNotFound
@@ -504,6 +514,7 @@ var dependents = map[string][]struct{ index, resourceType string }{
 		{projectIndex("ProjectMembership"), "ProjectMembership"},
 		{projectIndex("ClientApplication"), "ClientApplication"},
 		{projectIndex("Bot"), "Bot"},
+		{projectIndex("Subscription"), "Subscription"},
 	},
 	"User": {
 		{idxMembershipUser, "ProjectMembership"},

@@ -65,6 +65,11 @@ type Bot struct {
 	// fhirgate extension BotMaxConcurrentURL; stored bots may still have
 	// it under the old name "maxConcurrent".
 	MaxConcurrent int `json:"-"`
+	// RunAsUser runs the bot as whoever triggered it (the caller of
+	// $execute, the writer of a Subscription's resource) instead of as
+	// itself (Bot/{id}), as Medplum's Bot.runAsUser. Bots stored before
+	// bot identity existed were migrated with it set (MigrateBotIdentity).
+	RunAsUser bool `json:"runAsUser,omitempty"`
 }
 
 // Narrative is a FHIR narrative (a resource's text).
