@@ -136,6 +136,16 @@ func TestBotCronRunsOnTheMinute(t *testing.T) {
 	alice := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
 	id := createCronBot(t, s, alice)
 	checkCronTicks(t, s, id, 1, 90*time.Second)
+	// The run had no request: its AuditEvent still reached the backend
+	// (auditEventDestination resource), through the request-less route.
+	s.backend.mu.Lock()
+	defer s.backend.mu.Unlock()
+	for _, req := range s.backend.requests {
+		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/AuditEvent") {
+			return
+		}
+	}
+	t.Fatal("the scheduled run's AuditEvent was not written to the backend")
 }
 
 // TestReplicasRunEachCronTickOnce: two Caddy replicas on one PostgreSQL
@@ -155,7 +165,7 @@ const cronTickLine = "cron Bot/minutely application/fhir+json tick="
 func createCronBot(t *testing.T, s *stack, auth []string) string {
 	t.Helper()
 	base := s.gateway + "/fhir/R4/Bot"
-	r := do(t, "POST", base, "application/fhir+json", `{"resourceType":"Bot","name":"minutely","cronString":"* * * * *"}`, auth...)
+	r := do(t, "POST", base, "application/fhir+json", `{"resourceType":"Bot","name":"minutely","cronString":"* * * * *","auditEventDestination":["resource"]}`, auth...)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
