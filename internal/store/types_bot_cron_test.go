@@ -124,3 +124,16 @@ func TestBotScheduleAndIndex(t *testing.T) {
 		t.Fatalf("scheduled %v after the schedule was removed", got)
 	}
 }
+
+// Medplum's "fission" runtime is kept, and runs in the gateway's default.
+func TestBotFissionRuntimeIsKeptAndRunsInTheDefault(t *testing.T) {
+	s := newTestStore(t)
+	p := seedProject(t, s, "p")
+	bot := mustCreate(t, s, &Bot{base: Base{Meta: Meta{Project: p.ID}}, Name: "f", RuntimeVersion: "fission"})
+	if bot.RuntimeVersion != "fission" || bot.Runtime() != "" {
+		t.Fatalf("runtimeVersion %q, Runtime() %q", bot.RuntimeVersion, bot.Runtime())
+	}
+	if (&Bot{RuntimeVersion: "vmcontext"}).Runtime() != "vmcontext" {
+		t.Fatal("vmcontext not kept as the runtime")
+	}
+}
