@@ -62,6 +62,13 @@ var (
 		Buckets:   prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 
+	botCronTicks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "bot_cron_ticks_total",
+		Help:      "Scheduled bots' cron ticks by result: enqueued (by the scan, once per cluster), run, skipped (bot, schedule or code gone or changed), failed (retried while attempts last).",
+	}, []string{"result"})
+
 	mllpConnections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "caddy",
 		Subsystem: "fhirgate",
@@ -102,7 +109,7 @@ var (
 // collectors are every metric fhirgate exports (docs/grafana-dashboard.json
 // charts each of them; its test holds the two together).
 var collectors = []prometheus.Collector{
-	tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused,
+	tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused, botCronTicks,
 	mllpConnections, mllpMessages, mllpFrameErrors, subscriptionEvents, subscriptionLag,
 }
 
@@ -139,6 +146,8 @@ func observeBot(outcome string, run, queueWait time.Duration) {
 	}
 	botQueueWait.Observe(queueWait.Seconds())
 }
+
+func observeCronTick(result string) { botCronTicks.WithLabelValues(result).Inc() }
 
 func observeRecordRefused(record, reason string) {
 	botRecordsRefused.WithLabelValues(record, reason).Inc()

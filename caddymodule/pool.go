@@ -107,6 +107,10 @@ func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (
 			_ = kv.Close()
 			return nil, err
 		}
+		if _, err := botapi.RegisterCron(q, st, botapi.CronOptions{API: h.cronAPI, OnTick: observeCronTick, Logger: logger}); err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
 		h.subs = subs
 		return h, nil
 	})

@@ -185,6 +185,10 @@ func (a *API) Handler(t gateway.Target) gateway.Operation {
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
 			a.serveBot(w, r, id, t.ID)
 		}
+	case (len(seg) == 3 || len(seg) == 4) && t.ID != "" && seg[2] == "_history":
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveBotHistory(w, r, id, t.Base, t.ID, seg[3:])
+		}
 	case len(seg) == 3 && t.Operation == "$deploy":
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
 			a.serveDeploy(w, r, id, t.ID)
@@ -192,6 +196,6 @@ func (a *API) Handler(t gateway.Target) gateway.Operation {
 	}
 	// Every Bot path is fhirgate's: the backend knows nothing of bots.
 	return func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, _ *gateway.Backend) {
-		fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, search, create, update, delete, $deploy and $execute")
+		fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, vread, _history, search, create, update, delete, $deploy and $execute")
 	}
 }

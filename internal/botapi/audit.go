@@ -148,9 +148,13 @@ func (w *auditWriter) logInstead(ev *store.AuditEvent, err error) {
 	if ce == nil {
 		return
 	}
+	ce.Write(append([]zap.Field{zap.String("reason", reason), zap.Error(err)}, auditFields(ev)...)...)
+}
+
+// auditFields are the log fields of an event: every field but the console
+// output and error message (outcomeDesc).
+func auditFields(ev *store.AuditEvent) []zap.Field {
 	fields := []zap.Field{
-		zap.String("reason", reason),
-		zap.Error(err),
 		zap.String("project", ev.Meta.Project),
 		zap.String("type", ev.Type.Code),
 		zap.String("outcome", ev.Outcome),
@@ -178,7 +182,7 @@ func (w *auditWriter) logInstead(ev *store.AuditEvent, err error) {
 			}
 		}
 	}
-	ce.Write(fields...)
+	return fields
 }
 
 // auditEntry builds the AuditEvent of a run in Medplum's shape, or nil when

@@ -4,6 +4,7 @@
 //	GET|POST {fhir_base}/Bot/{id}/$execute[/...]
 //	GET|POST {fhir_base}/Bot/$execute[/...]?identifier=system|code
 //	{fhir_base}/Bot[/{id}], POST {fhir_base}/Bot/{id}/$deploy
+//	GET {fhir_base}/Bot/{id}/_history[/{versionId}]
 //	GET {fhir_base}/job/{id}/status
 //
 // It routes on the gate's reading of the path (gateway.Target), never on
@@ -31,7 +32,12 @@
 //
 // Every run leaves an AuditEvent (unless the bot's auditEventTrigger says
 // otherwise), written in the background in batches so the response never
-// waits for the disk.
+// waits for the disk; the bot's auditEventDestination also sends it to the
+// backend or the log (auditdest.go).
+//
+// Scheduled bots (cronString, cronTiming) run through the job queue: a
+// periodic scan enqueues a job per bot and tick, and each runs the bot as
+// itself through RunMessage (cron.go).
 //
 // A config reload (Close) never waits for runs; an exit (Shutdown) stops
 // those still going after the shutdown grace and says so to their callers.

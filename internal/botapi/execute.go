@@ -57,6 +57,9 @@ type preparedRun struct {
 	traceID string
 	started time.Time
 	entity  []store.Reference
+	// backend is the run's route to the FHIR backend (nil: none), where an
+	// auditEventDestination "resource" writes the AuditEvent.
+	backend *gateway.Backend
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -179,7 +182,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		CacheKey:      key,
 		Code:          code,
 		Filename:      bot.ExecutableCode.Title,
-		Runtime:       cmp.Or(bot.RuntimeVersion, a.o.DefaultRuntime),
+		Runtime:       cmp.Or(bot.Runtime(), a.o.DefaultRuntime),
 		BotID:         bot.ID,
 		MaxConcurrent: bot.MaxConcurrent,
 		Project:       id.ProjectID,
@@ -201,10 +204,11 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
-	if be := a.backendFor(ctx, call.backend, runAs); be != nil {
+	be := a.backendFor(ctx, call.backend, runAs)
+	if be != nil {
 		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity}, nil
+	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be}, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -224,7 +228,9 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...))
+	ev := auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...)
+	a.sendAudit(ctx, p.bot, p.backend, ev)
+	a.audit.record(ev)
 	return res, err
 }
 

@@ -62,7 +62,7 @@ export async function handler(medplum: MedplumClient, event: BotEvent): Promise<
 		{"other project's bot read", "GET", base + "/" + id, "", bob, 404},
 		{"other project's bot deploy", "POST", base + "/" + id + "/$deploy", `{"code":"x"}`, bob, 404},
 		{"other project's bot delete", "DELETE", base + "/" + id, "", bob, 404},
-		{"unsupported sub-path", "GET", base + "/" + id + "/_history", "", alice, 404},
+		{"unsupported sub-path", "GET", base + "/" + id + "/_history/1/x", "", alice, 404},
 		{"no token", "GET", base, "", nil, 401},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

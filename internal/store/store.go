@@ -297,7 +297,11 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 	w.created = true
 	var oldIdx []indexEntry
 	if w.replace {
-		old, err := readRecord(tx, typ, b.ID)
+		oldData, err := tx.Get(recordKey(typ, b.ID))
+		var old storable
+		if err == nil {
+			old, err = decodeRecord(typ, oldData)
+		}
 		switch {
 		case errors.Is(err, ErrNotFound):
 			if w.ifMatch != "" {
@@ -311,6 +315,11 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 				return fmt.Errorf("%w: version conflict: %s/%s is not at version %q", ErrConflict, typ, b.ID, w.ifMatch)
 			}
 			oldIdx = allIndexes(old)
+			if v, ok := w.r.(versioned); ok {
+				if err := keepVersion(tx, typ, b.ID, oldData, v.keptVersions()); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	for _, ref := range w.refs {
@@ -482,6 +491,11 @@ func (s *Store) Delete(ctx context.Context, resourceType, id string) error {
 		}
 		if err := tx.Delete(guardKey(resourceType, id)); err != nil {
 			return err
+		}
+		if _, ok := old.(versioned); ok {
+			if err := dropVersions(tx, resourceType, id); err != nil {
+				return err
+			}
 		}
 		announce(tx, resourceType, id, false)
 		return tx.Delete(recordKey(resourceType, id))

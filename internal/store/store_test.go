@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -269,7 +270,7 @@ func TestVersioning(t *testing.T) {
 			_, err := s.Put(ctx, u, PutOptions{IfMatch: tc.ifMatch})
 			if tc.wantErr != nil {
 				wantErrIs(t, err, tc.wantErr)
-				if u.Meta != before {
+				if !reflect.DeepEqual(u.Meta, before) {
 					t.Fatalf("failed Put changed meta from %+v to %+v", before, u.Meta)
 				}
 				return
