@@ -266,11 +266,11 @@ func TestPolicyMatch(t *testing.T) {
 func TestPolicyCheckRejectsMalformedEntries(t *testing.T) {
 	cases := map[string]*Policy{
 		"allow 'exa mple.com': 'exa mple.com' is not a host name": {Allow: []string{"exa mple.com"}},
-		"allow 'api.example.com:0': invalid port '0'":              {Allow: []string{"api.example.com:0"}},
-		"allow 'https://api.example.com'":                          {Allow: []string{"https://api.example.com"}},
-		"allow_http '*.*.example.com'":                             {AllowHTTP: []string{"*.*.example.com"}},
-		"allow_http ':80': empty host":                             {AllowHTTP: []string{":80"}},
-		"allow_private '10.0.0.0/33'":                              {AllowPrivate: []string{"10.0.0.0/33"}},
+		"allow 'api.example.com:0': invalid port '0'":             {Allow: []string{"api.example.com:0"}},
+		"allow 'https://api.example.com'":                         {Allow: []string{"https://api.example.com"}},
+		"allow_http '*.*.example.com'":                            {AllowHTTP: []string{"*.*.example.com"}},
+		"allow_http ':80': empty host":                            {AllowHTTP: []string{":80"}},
+		"allow_private '10.0.0.0/33'":                             {AllowPrivate: []string{"10.0.0.0/33"}},
 	}
 	for want, p := range cases {
 		err := p.Check()
