@@ -48,6 +48,7 @@ type execution struct {
 	runID   uint64          // the current run; stopRun for another is ignored
 	stopped interruptReason // why the run was interrupted, 0 while it may go on
 	stuck   chan struct{}   // closed abandonGrace after an interrupt
+	loop    *runLoop        // the current run's event loop, made on first use (loop.go)
 
 	console       consoleBuffer
 	jsonStringify goja.Callable // JSON.stringify, taken on first use
@@ -61,6 +62,7 @@ type execution struct {
 	coreState  *lazyCore
 	fhirtypes  *goja.Object
 	urlExports *goja.Object
+	fetchAPI   *goja.Object // fetch, Request, Response, Headers, FormData (fetch.go)
 }
 
 func newExecution(r *Runner, prg *programEntry) *execution {
@@ -144,6 +146,7 @@ func (x *execution) stopLocked(reason interruptReason) {
 	if x.rt != nil {
 		x.rt.Interrupt(reason)
 	}
+	x.wakeLoop()
 	// The timer holds only the channel: holding x would keep the stopped run's runtime, and all
 	// it allocated, reachable for abandonGrace, and the heap watchdog would stop the next runs.
 	stuck := x.stuck
@@ -197,8 +200,9 @@ func (x *execution) run() (res *Result) {
 // callHandler loads the module (on an instance's first run), finds its handler and calls it.
 // When the handler returns a promise, the promise's jobs have all run by the time the call
 // returns (goja drains its job queue when control leaves the runtime), so a promise still
-// pending will never settle.
+// pending settles only through host work still going (a fetch), which settle waits for.
 func (x *execution) callHandler() (goja.Value, error) {
+	defer x.closeLoop()
 	rt := x.rt
 	first := x.handler == nil
 	if first {
@@ -220,7 +224,7 @@ func (x *execution) callHandler() (goja.Value, error) {
 		x.r.loads.Add(1)
 	}
 
-	v, err := x.handler(goja.Undefined(), x.medplumArg(), event)
+	v, err := x.settle(x.handler(goja.Undefined(), x.medplumArg(), event))
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +300,8 @@ func (x *execution) require(call goja.FunctionCall) goja.Value {
 	switch name := call.Argument(0).String(); name {
 	case "@medplum/core":
 		return x.coreModule()
+	case "node-fetch", "form-data":
+		return x.fetchRequire(name)
 	case "@medplum/fhirtypes":
 		if x.fhirtypes == nil {
 			x.fhirtypes = x.rt.NewObject()
@@ -400,6 +406,7 @@ func (x *execution) drop() {
 	x.rt = nil
 	x.mu.Unlock()
 	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
+	x.fetchAPI = nil
 	x.handler = nil
 }
 
