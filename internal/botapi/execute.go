@@ -54,6 +54,7 @@ type preparedRun struct {
 	req     botrunner.Request
 	traceID string
 	started time.Time
+	fetch   *botrunner.HTTPFetcher // nil without egress
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -206,7 +207,11 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if call.backend != nil {
 		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
+	p := &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), fetch: a.newFetcher(id.ProjectID)}
+	if p.fetch != nil {
+		p.req.Fetch = p.fetch
+	}
+	return p, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -226,7 +231,9 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started))
+	ev := auditEntry(p.bot, p.id, res, p.traceID, p.started)
+	addFetches(ev, p.fetch)
+	a.audit.record(ev)
 	return res, err
 }
 
