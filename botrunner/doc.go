@@ -52,8 +52,22 @@
 // URLSearchParams, TextEncoder, TextDecoder, ContentType, Hl7Message, Hl7Segment, Hl7Field,
 // Hl7Context, and require, which answers only '@medplum/core' (and '@medplum/fhirtypes', an empty
 // object) and throws "Cannot find module 'x' (the bot sandbox provides only '@medplum/core')"
-// otherwise. There is no process, fetch, Buffer, setTimeout or filesystem: the only way out is the
-// medplum argument. Globals are built on first use, so a run pays only for what it touches.
+// otherwise ('node-fetch' and 'form-data' excepted, see Fetch). There is no process, Buffer,
+// setTimeout or filesystem: the only ways out are the medplum argument and fetch. Globals are
+// built on first use, so a run pays only for what it touches.
+//
+// # Fetch
+//
+// fetch, Request, Response, Headers and FormData (fetch.js; require('node-fetch') and
+// require('form-data') give the same) send requests through the Request's Fetcher; without one
+// every fetch rejects. fhirgate's is an HTTPFetcher over the project's egress client (package
+// egress: the allow-list, every address checked at connect), which bounds the run's calls and
+// records each (host, outcome, status, bytes) for the AuditEvent. A fetch runs on a goroutine of
+// its own and returns a pending promise; once the handler has returned a pending promise, the
+// run's event loop (loop.go) settles the fetches' promises on the run's goroutine as they finish,
+// so Promise.all of several fetches overlaps them, until the handler's promise settles or the
+// deadline stops the run. Under process isolation the worker sends each fetch to the gateway in
+// a fetch frame and goes on; the gateway answers each when it is done.
 //
 // '@medplum/core' provides: ContentType, OperationOutcomeError, allOk, created, notModified,
 // accepted, notFound, unauthorized, forbidden, gone, preconditionFailed, tooManyRequests,
