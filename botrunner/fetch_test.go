@@ -57,6 +57,14 @@ func newFetchServer(t *testing.T) *fetchServer {
 		_ = json.NewEncoder(w).Encode(out)
 	})
 	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte{0, 1, 2, 255}) })
+	mux.HandleFunc("/huge", func(w http.ResponseWriter, r *http.Request) {
+		chunk := strings.Repeat("x", 64<<10)
+		for range 32 { // 2 MiB
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
@@ -99,7 +107,10 @@ func fetchExecutors(t *testing.T) map[string]Executor {
 // allowing returns a run's Fetcher over an egress client that allows only the listed hosts.
 func allowing(hosts ...string) *HTTPFetcher {
 	e := egress.New(egress.Options{Lookup: func(string) (*egress.Policy, error) { return nil, nil }})
-	return &HTTPFetcher{Client: func() (*http.Client, error) { return e.Client(&egress.Policy{AllowHTTP: hosts}) }}
+	return &HTTPFetcher{
+		Client:           func() (*http.Client, error) { return e.Client(&egress.Policy{AllowHTTP: hosts}) },
+		MaxResponseBytes: 1 << 20,
+	}
 }
 
 func TestSandboxFetch(t *testing.T) {
@@ -157,6 +168,12 @@ export async function handler() {
 		{name: "redirect to a host not on the allow-list", src: `export async function handler() {
   try { await fetch(URL_ + '/redirect?to=' + encodeURIComponent(OTHER + '/')); return 'reached'; } catch (e) { return e.message; }
 }`, want: `not on the project's egress allow-list`},
+		{name: "listed name resolving to 127.0.0.1", src: `export async function handler() {
+  try { await fetch(URL_.replace('127.0.0.1', 'localhost') + '/json'); return 'reached'; } catch (e) { return e.message; }
+}`, want: `a loopback address`},
+		{name: "huge response", src: `export async function handler() {
+  try { await fetch(URL_ + '/huge'); return 'reached'; } catch (e) { return e.message; }
+}`, want: `exceeds 1048576 bytes`},
 		{name: "manual redirect", src: `export async function handler() {
   const r = await fetch(URL_ + '/redirect?to=/json', { redirect: 'manual' });
   return { status: r.status, location: r.headers.get('location') };
@@ -189,7 +206,7 @@ export async function handler() {
 					req := Request{Code: prog.JS, Timeout: cmpDuration(tc.timeout, 10*time.Second)}
 					var f *HTTPFetcher
 					if !tc.noFetch {
-						f = allowing(host)
+						f = allowing(host, strings.Replace(host, "127.0.0.1", "localhost", 1))
 						req.Fetch = f
 					}
 					res, err := ex.Run(ctxT(t), req)
