@@ -112,6 +112,9 @@ func checkProject(ctx context.Context, st *store.Store, c deploy.Compiler, pid s
 	if proj.Name == "" {
 		proj.Name = pid
 	}
+	if err := p.Egress.check(); err != nil {
+		return nil, err
+	}
 	if err := st.Validate(proj); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -39,6 +40,18 @@ func (c *EgressConfig) record() *store.ProjectEgress {
 		return nil
 	}
 	return &store.ProjectEgress{Allow: c.Allow, AllowHTTP: c.AllowHTTP, AllowPrivate: c.AllowPrivate}
+}
+
+// check reports a malformed entry with the config's names
+// ("allow_http '…': …"), before the store's check of the record would name
+// the record's.
+func (c *EgressConfig) check() error {
+	if r := c.record(); r != nil {
+		if err := r.Policy().Check(); err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+	}
+	return nil
 }
 
 // unmarshalEgress reads a project's egress block. Syntax:

@@ -43,6 +43,17 @@ func (p *Policy) key() string {
 	return strings.Join(p.Allow, " ") + "|" + strings.Join(p.AllowHTTP, " ") + "|" + strings.Join(p.AllowPrivate, " ")
 }
 
+// EntryError is a malformed entry of a Policy.
+type EntryError struct {
+	List  string // allow, allow_http or allow_private (the Caddyfile's names)
+	Entry string
+	Err   error
+}
+
+func (e *EntryError) Error() string { return fmt.Sprintf("%s '%s': %v", e.List, e.Entry, e.Err) }
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
 // rule is one parsed host entry.
 type rule struct {
 	host     string     // lower case, no trailing dot; for a wildcard the suffix after "*"
@@ -71,7 +82,7 @@ func compile(p *Policy) (*compiled, error) {
 		for _, e := range list.entries {
 			r, err := parseRule(e)
 			if err != nil {
-				return nil, fmt.Errorf("%s '%s': %w", list.name, e, err)
+				return nil, &EntryError{List: list.name, Entry: e, Err: err}
 			}
 			r.http = list.http
 			c.rules = append(c.rules, r)
@@ -80,7 +91,7 @@ func compile(p *Policy) (*compiled, error) {
 	for _, e := range p.AllowPrivate {
 		pfx, err := parsePrefix(e)
 		if err != nil {
-			return nil, fmt.Errorf("allow_private '%s': %w", e, err)
+			return nil, &EntryError{List: "allow_private", Entry: e, Err: err}
 		}
 		c.private = append(c.private, pfx)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type ProjectEgress struct {
 	AllowPrivate []string `json:"allowPrivate,omitempty"`
 }
 
+// egressFields are the record's names of egress.Policy's lists.
+var egressFields = map[string]string{"allow": "allow", "allow_http": "allowHttp", "allow_private": "allowPrivate"}
+
 // Policy is the allow-list as package egress reads it; nil allows nothing.
 func (e *ProjectEgress) Policy() *egress.Policy {
 	if e == nil {
@@ -49,6 +53,10 @@ func (p *Project) validate() error {
 		return err
 	}
 	if err := p.Egress.Policy().Check(); err != nil {
+		var ee *egress.EntryError
+		if errors.As(err, &ee) {
+			return invalid("egress."+egressFields[ee.List], fmt.Sprintf("'%s': %v", ee.Entry, ee.Err))
+		}
 		return invalid("egress", err.Error())
 	}
 	return checkSettings("secret", p.Secret)
