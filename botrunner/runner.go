@@ -416,7 +416,7 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 		filename = "index.js"
 	}
 	if req.Program != nil && req.Program.prg != nil {
-		return &programEntry{code: req.Program.JS, prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree}, nil
+		return &programEntry{code: req.Program.JS, prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree, locale: req.Program.locale}, nil
 	}
 	code := req.Code
 	if req.Program != nil {
@@ -435,7 +435,7 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 	if err != nil {
 		return nil, fmt.Errorf("loading bot code: %w", err)
 	}
-	e := &programEntry{code: code, prg: prg, filename: filename, noRegExp: !regexps}
+	e := &programEntry{code: code, prg: prg, filename: filename, noRegExp: !regexps, locale: mayUseLocale(code)}
 	r.cache.put(req.CacheKey, e)
 	return e, nil
 }

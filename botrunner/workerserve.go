@@ -236,7 +236,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		msg.noResult = true // the run ended while waiting for its code
 	default:
 		req := Request{
-			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
+			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp, locale: prg.locale}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
 			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot,
 			Fetch: r.fetch, // the pool answers "no egress" for a run without a Fetcher
 		}
@@ -288,7 +288,7 @@ func (s *workerServer) program(r *workerRun, m *runMsg) (*programEntry, *Result)
 	if err != nil {
 		return nil, finish(&Result{Outcome: OutcomeError, Message: fmt.Errorf("loading bot code: %w", err).Error()})
 	}
-	e := &programEntry{prg: prg, filename: m.filename, size: len(code), noRegExp: !regexps}
+	e := &programEntry{prg: prg, filename: m.filename, size: len(code), noRegExp: !regexps, locale: mayUseLocale(code)}
 	s.programs.put(m.digest, e)
 	return e, nil
 }

