@@ -46,6 +46,10 @@ type FetchResponse struct {
 // it reaches the Fetcher (which may bound it lower).
 const MaxFetchBodyBytes = 10 << 20
 
+// maxFetchHeadBytes bounds a fetch's URL and request headers together, as servers bound what
+// they accept (and so that a fetch frame always fits the pipe's frame bound).
+const maxFetchHeadBytes = 64 << 10
+
 //go:embed fetch.js
 var fetchSource string
 
@@ -106,13 +110,18 @@ func (x *execution) fetchNative(c goja.FunctionCall) goja.Value {
 	if err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail("only absolute http and https URLs can be fetched, not '" + truncate(req.URL, 200) + "'")
 	}
+	head := len(req.URL)
 	if pairs, ok := c.Argument(2).(*goja.Object); ok {
 		for _, k := range pairs.Keys() {
 			pair, ok := pairs.Get(k).(*goja.Object)
 			if !ok {
 				continue
 			}
-			req.Header.Add(pair.Get("0").String(), pair.Get("1").String())
+			name, value := pair.Get("0").String(), pair.Get("1").String()
+			if head += len(name) + len(value) + 4; head > maxFetchHeadBytes {
+				return fail(fmt.Sprintf("the URL and request headers are larger than fetch may send (%d bytes)", maxFetchHeadBytes))
+			}
+			req.Header.Add(name, value)
 		}
 	}
 	if b := c.Argument(3); !goja.IsUndefined(b) && !goja.IsNull(b) {

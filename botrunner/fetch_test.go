@@ -192,6 +192,12 @@ export async function handler() {
   await fetch(URL_ + '/slow');
   return 'done';
 }`, timeout: 300 * time.Millisecond, outcome: OutcomeTimeout, want: "timed out"},
+		{name: "request headers over the bound", src: `export async function handler() {
+  try { await fetch(URL_ + '/json', { headers: { 'X-Big': 'x'.repeat(70000) } }); return 'reached'; } catch (e) { return e.message; }
+}`, want: `the URL and request headers are larger than fetch may send (65536 bytes)`},
+		{name: "request body over the bound", src: `export async function handler() {
+  try { await fetch(URL_ + '/echo', { method: 'POST', body: 'x'.repeat(10 * 1024 * 1024 + 1) }); return 'reached'; } catch (e) { return e.message; }
+}`, want: `the request body of 10485761 bytes is larger than fetch may send (10485760 bytes)`},
 		{name: "no egress", noFetch: true, src: `export async function handler() {
   try { await fetch(URL_ + '/json'); return 'reached'; } catch (e) { return e.message; }
 }`, want: `fetch failed: fetch is not available: the gateway gives this bot no egress`},
