@@ -162,6 +162,14 @@ export async function handler() {
   const rs = await Promise.all([1, 2, 3, 4].map(() => fetch(URL_ + '/barrier?n=xxxx')));
   return await Promise.all(rs.map((r) => r.text()));
 }`, want: `["together","together","together","together"]`},
+		{name: "fetch after a timer, and a timer while fetches are pending", src: `export async function handler() {
+  await new Promise((r) => setTimeout(r, 5));
+  const ticks: number[] = [];
+  const t = setInterval(() => ticks.push(1), 1);
+  const r = await fetch(URL_ + '/json');
+  clearInterval(t);
+  return { body: await r.json(), timerRan: ticks.length >= 0 };
+}`, want: `{"body":{"hello":"world","n":1},"timerRan":true}`},
 		{name: "host not on the allow-list", src: `export async function handler() {
   try { await fetch(OTHER + '/'); return 'reached'; } catch (e) { return { type: e instanceof TypeError, message: e.message, cause: e.cause.message }; }
 }`, want: `"message":"fetch failed: egress to 127.0.0.1:`},
