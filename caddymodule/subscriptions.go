@@ -16,6 +16,8 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 		Queue:    app.store.queue,
 		Bots:     h.bots.API,
 		FHIRBase: h.FHIRBase,
+		// Webhooks reach only what each project's egress allow-list allows.
+		HTTPClients: app.Egress(),
 		// The AuditEvents of deliveries count as the project's bot records.
 		AuditRetention:   time.Duration(app.AuditRetention),
 		AuditQuota:       app.ProjectBotRecordsMax,
