@@ -522,6 +522,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		upstream_auth    strip|passthrough|bearer <token>
 //		public_upstream_auth
 //		basic_auth       on|off
+//		subscriptions    on|off
 //		token_passthrough <path>...
 //		backend_tenant   none|path|header <header>
 //		max_body         <size>
@@ -605,6 +606,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.BasicAuth = false
 			default:
 				return d.Errf("invalid basic_auth '%s': must be on or off", arg)
+			}
+		case "subscriptions":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			switch arg {
+			case "on":
+				h.Subscriptions = true
+			case "off":
+				h.Subscriptions = false
+			default:
+				return d.Errf("invalid subscriptions '%s': must be on or off", arg)
 			}
 		case "token_passthrough":
 			if h.TokenPassthrough != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/session"
+	"github.com/fhirgate/fhirgate/internal/subscription"
 )
 
 func init() {
@@ -157,8 +158,18 @@ type Handler struct {
 	// none.
 	AllowOperations map[string]string `json:"allow_operations,omitempty"`
 
+	// Subscriptions, when true (Caddyfile `subscriptions on`), makes
+	// `Subscription` under `fhir_base` fhirgate's, per project, managed by
+	// project admins like `Bot` (the backend never sees those requests),
+	// and runs them on the writes this handler passes: a matching create,
+	// update or delete runs the subscribed bot, or POSTs to the webhook,
+	// from the durable job queue. See docs/subscriptions.md. Default:
+	// false, so a backend's own Subscriptions keep working.
+	Subscriptions bool `json:"subscriptions,omitempty"`
+
 	gw     *gateway.Gateway
 	bots   *botAPI
+	subs   *subscription.Service
 	app    *App
 	logger *zap.Logger
 }
@@ -216,6 +227,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		OnAuthenticated:    setPlaceholders,
 		AllowedOperations:  h.AllowOperations,
 	}
+	if h.Subscriptions {
+		if err := h.provisionSubscriptions(app, &opts); err != nil {
+			return err
+		}
+	}
 	if hd := h.IdentityHeaders; hd != nil {
 		opts.Headers = gateway.IdentityHeaders{
 			User: hd.User, Profile: hd.Profile, Project: hd.Project, Client: hd.Client, Scope: hd.Scope,
@@ -240,6 +256,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
 // events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
+	if h.subs != nil {
+		h.app.store.subs.Release(h.subs)
+	}
 	h.bots.cleanup(caddy.Exiting())
 	return nil
 }

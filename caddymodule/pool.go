@@ -12,6 +12,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/subscription"
 )
 
 // stores holds one open storage per storage key (storageModule): Caddy
@@ -26,6 +27,8 @@ type storeHandle struct {
 	kv    store.KV
 	store *store.Store
 	queue queue.Queue
+	// subs are the subscription engine's workers on queue.
+	subs *subscription.Jobs
 
 	recovery    sync.Once
 	recoveryErr error
@@ -95,7 +98,12 @@ func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (
 			_ = kv.Close()
 			return nil, err
 		}
-		return &storeHandle{kv: kv, store: st, queue: q}, nil
+		subs, err := subscription.RegisterJobs(q)
+		if err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
+		return &storeHandle{kv: kv, store: st, queue: q, subs: subs}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -62,6 +62,12 @@ var hostileBots = []struct {
 // code to it.
 func deployBot(t *testing.T, s *stack, auth []string, name, code string, timeout int) string {
 	t.Helper()
+	return deployBotFile(t, s, auth, name, "index.js", code, timeout)
+}
+
+// deployBotFile is deployBot with the filename $deploy gets (".ts" for TypeScript).
+func deployBotFile(t *testing.T, s *stack, auth []string, name, filename, code string, timeout int) string {
+	t.Helper()
 	bot := map[string]any{"resourceType": "Bot", "name": name}
 	if timeout > 0 {
 		bot["timeout"] = timeout
@@ -71,7 +77,7 @@ func deployBot(t *testing.T, s *stack, auth []string, name, code string, timeout
 		t.Fatalf("create %s: %d %s", name, r.status, r.body)
 	}
 	id := r.json(t)["id"].(string)
-	r = do(t, "POST", s.gateway+"/fhir/R4/Bot/"+id+"/$deploy", "application/json", mustJSON(t, map[string]string{"code": code, "filename": "index.js"}), auth...)
+	r = do(t, "POST", s.gateway+"/fhir/R4/Bot/"+id+"/$deploy", "application/json", mustJSON(t, map[string]string{"code": code, "filename": filename}), auth...)
 	if r.status != 200 {
 		t.Fatalf("deploy %s: %d %s", name, r.status, r.body)
 	}

@@ -55,7 +55,11 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	if !ok {
 		return denied, nil
 	}
+	watch := b.watchBackendWrite(ctx, method, path, query.Encode(), body, header)
 	resp, err := b.do(ctx, method, path, query, body, header)
+	if watch != nil && err == nil && resp.Status >= 200 && resp.Status < 300 {
+		watch.Done(ctx, resp, false)
+	}
 	if err != nil || check == nil || resp.Status < 200 || resp.Status >= 300 {
 		return resp, err
 	}

@@ -132,6 +132,10 @@ type Options struct {
 	// module can set placeholders.
 	OnAuthenticated func(r *http.Request, id *oauth.Identity)
 
+	// Writes, when set, is told of every write the gate passes to the
+	// backend (Subscriptions).
+	Writes WriteHook
+
 	// AllowedOperations are $operations authorized beyond the built-in
 	// table (internal/authz), by name with its "$", each with the
 	// permissions it needs on its path's type ("r", "rs"). Any other
@@ -322,6 +326,10 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 			return nil
 		}
 	}
+	w, watchDone, ok := g.watchWrite(w, r, id, target, next)
+	if !ok {
+		return nil
+	}
 	tw, tenantDone, err := g.toTenant(w, r, target, id.ProjectID)
 	if err != nil {
 		fhir.WriteOutcome(w, http.StatusBadRequest, err.Error())
@@ -330,6 +338,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		err = next(tw, r)
 		tenantDone()
 	}
+	watchDone()
 	if err != nil || finish == nil {
 		return err
 	}

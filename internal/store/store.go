@@ -490,6 +490,7 @@ var dependents = map[string][]struct{ index, resourceType string }{
 		{projectIndex("ProjectMembership"), "ProjectMembership"},
 		{projectIndex("ClientApplication"), "ClientApplication"},
 		{projectIndex("Bot"), "Bot"},
+		{projectIndex("Subscription"), "Subscription"},
 	},
 	"User": {
 		{idxMembershipUser, "ProjectMembership"},

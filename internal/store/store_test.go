@@ -104,6 +104,19 @@ func crudCases() []crudCase {
 			mutate: func(r Resource) { r.(*AsyncJob).Status = "completed" },
 		},
 		{
+			name: "Subscription",
+			build: func(t *testing.T, s *Store) Resource {
+				p := seedProject(t, s, "p")
+				return &Subscription{
+					base: Base{Meta: Meta{Project: p.ID}}, Status: "active", Criteria: "Patient?family=Doe",
+					Channel:   SubscriptionChannel{Type: "rest-hook", Endpoint: "Bot/b1", Header: []string{"X-A: 1"}},
+					Extension: []SubscriptionExtension{{URL: "https://medplum.com/fhir/StructureDefinition/subscription-supported-interaction", ValueCode: "create"}},
+					Author:    &SubscriptionAuthor{Profile: "Practitioner/a", Scope: "user/*.rs"},
+				}
+			},
+			mutate: func(r Resource) { r.(*Subscription).Status = "off"; r.(*Subscription).Error = "failed" },
+		},
+		{
 			name:   "ProjectMembershipInactive",
 			build:  func(t *testing.T, s *Store) Resource { return buildMembership(t, s, &yes) },
 			mutate: func(r Resource) { no := false; r.(*ProjectMembership).Active = &no },
