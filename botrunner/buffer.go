@@ -178,6 +178,7 @@ func (x *execution) bufferModule() *goja.Object {
 	}))
 	// Node's Buffer.slice shares memory (unlike Uint8Array's), as subarray does.
 	_ = proto.Set("slice", proto.Get("subarray"))
+	x.bufferStringMethods(proto)
 
 	x.lazy.buffer = exports
 	return exports

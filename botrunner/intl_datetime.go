@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // IANA time zones on any host, for Intl's timeZone
 
@@ -174,8 +175,15 @@ func (f *dateTimeFormat) fieldNames() []string {
 	return n
 }
 
-// zoneCache holds the time zones loaded (from the embedded database), by the name asked for.
-var zoneCache sync.Map
+// zoneCache holds the time zones loaded (the host's database or the one embedded), by name:
+// loading one reads and parses its file, which a run should not pay for each format.
+var (
+	zoneCache  sync.Map
+	zoneCached atomic.Int64 // entries stored, to bound the cache
+)
+
+// maxCachedZones is above the ~600 names of the IANA database.
+const maxCachedZones = 2000
 
 // intlZone resolves the timeZone option: an IANA name (any case), or the process's zone.
 func (x *execution) intlZone(o *goja.Object) (*time.Location, string) {
@@ -191,18 +199,20 @@ func (x *execution) intlZone(o *goja.Object) (*time.Location, string) {
 	case "UTC", "ETC/UTC", "GMT", "ETC/GMT", "ETC/UCT", "UCT", "ETC/ZULU", "ZULU", "ETC/UNIVERSAL", "UNIVERSAL":
 		return time.UTC, "UTC"
 	}
-	if loc, ok := zoneCache.Load(name); ok {
-		return loc.(*time.Location), loc.(*time.Location).String()
+	for _, n := range []string{name, titleZone(name)} {
+		if loc, ok := zoneCache.Load(n); ok {
+			return loc.(*time.Location), n
+		}
+		if loc := loadZone(n); loc != nil {
+			// Names load in the database's spelling (or, on a host whose zoneinfo directory
+			// ignores case, in any): the cache is bounded all the same.
+			if zoneCached.Add(1) <= maxCachedZones {
+				zoneCache.Store(n, loc)
+			}
+			return loc, n
+		}
 	}
-	loc := loadZone(name)
-	if loc == nil {
-		loc = loadZone(titleZone(name))
-	}
-	if loc == nil {
-		panic(x.newError("RangeError", "Invalid time zone specified: "+truncate(name, 60)))
-	}
-	zoneCache.Store(name, loc)
-	return loc, loc.String()
+	panic(x.newError("RangeError", "Invalid time zone specified: "+truncate(name, 60)))
 }
 
 func loadZone(name string) *time.Location {
