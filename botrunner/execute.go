@@ -312,7 +312,7 @@ func (x *execution) require(call goja.FunctionCall) goja.Value {
 		if m := nodeModules[strings.TrimPrefix(name, "node:")]; m != nil {
 			return m(x)
 		}
-		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers' and 'timers/promises')", truncate(name, 100)))
+		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers', 'timers/promises', 'node-fetch' and 'form-data')", truncate(name, 100)))
 		_ = e.Set("code", "MODULE_NOT_FOUND")
 		panic(e)
 	}
