@@ -50,9 +50,9 @@
 // Globals: console (log, info, warn, error, debug, trace, dir, assert; captured, the last
 // MaxConsoleBytes kept, lines of methods other than log and dir prefixed with their level), URL,
 // URLSearchParams, TextEncoder, TextDecoder, ContentType, Hl7Message, Hl7Segment, Hl7Field,
-// Hl7Context, and require, which answers only '@medplum/core' (and '@medplum/fhirtypes', an empty
-// object) and throws "Cannot find module 'x' (the bot sandbox provides only '@medplum/core')"
-// otherwise ('node-fetch' and 'form-data' excepted, see Fetch). There is no process, Buffer,
+// Hl7Context, fetch with its classes (see Fetch), and require, which answers '@medplum/core' (and
+// '@medplum/fhirtypes', an empty object), 'node-fetch' and 'form-data', and throws "Cannot find
+// module 'x' (the bot sandbox provides only …)" otherwise. There is no process, Buffer,
 // setTimeout or filesystem: the only ways out are the medplum argument and fetch. Globals are
 // built on first use, so a run pays only for what it touches.
 //

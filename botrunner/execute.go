@@ -308,7 +308,7 @@ func (x *execution) require(call goja.FunctionCall) goja.Value {
 		}
 		return x.fhirtypes
 	default:
-		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core')", truncate(name, 100)))
+		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core', 'node-fetch' and 'form-data')", truncate(name, 100)))
 		_ = e.Set("code", "MODULE_NOT_FOUND")
 		panic(e)
 	}

@@ -363,13 +363,13 @@ func TestSandboxHasNoHostAccess(t *testing.T) {
 		want string
 	}{
 		{"require fs", `(() => { try { require('fs'); return 'loaded' } catch (e: any) { return e.message + ' / ' + e.code } })()`,
-			"Cannot find module 'fs' (the bot sandbox provides only '@medplum/core') / MODULE_NOT_FOUND"},
+			"Cannot find module 'fs' (the bot sandbox provides only '@medplum/core', 'node-fetch' and 'form-data') / MODULE_NOT_FOUND"},
 		{"require child_process", `(() => { try { require('child_process'); return 'loaded' } catch (e: any) { return e.message } })()`,
-			"Cannot find module 'child_process' (the bot sandbox provides only '@medplum/core')"},
+			"Cannot find module 'child_process' (the bot sandbox provides only '@medplum/core', 'node-fetch' and 'form-data')"},
 		{"require node:http", `(() => { try { require('node:http'); return 'loaded' } catch (e: any) { return e.message } })()`,
-			"Cannot find module 'node:http' (the bot sandbox provides only '@medplum/core')"},
+			"Cannot find module 'node:http' (the bot sandbox provides only '@medplum/core', 'node-fetch' and 'form-data')"},
 		{"dynamic import", `await import('os').then(() => 'loaded', (e: any) => e.message)`,
-			"Cannot find module 'os' (the bot sandbox provides only '@medplum/core')"},
+			"Cannot find module 'os' (the bot sandbox provides only '@medplum/core', 'node-fetch' and 'form-data')"},
 		{"process", `typeof process`, "undefined"},
 		{"fetch without egress", `await fetch('http://127.0.0.1:1/').then(() => 'reached', (e: any) => e.message)`,
 			"fetch failed: fetch is not available: the gateway gives this bot no egress"},
