@@ -54,15 +54,27 @@
 // functions and queueMicrotask (timers.go), structuredClone, atob, btoa, crypto (webcrypto.go),
 // Intl for en-US (intl*.go; Date's and Number's toLocale*String use it), and require, which
 // answers '@medplum/core' (and '@medplum/fhirtypes', an empty object), 'buffer', 'crypto'
-// (nodecrypto.go), 'timers' and 'timers/promises' (also as 'node:…') and throws "Cannot find
-// module 'x' (…)" otherwise. There is
-// no process, fetch or filesystem: the only way out is the medplum argument. Globals are built
-// on first use, so a run pays only for what it touches.
+// (nodecrypto.go), 'timers' and 'timers/promises' (also as 'node:…'), 'node-fetch' and
+// 'form-data' (see Fetch) and throws "Cannot find module 'x' (…)" otherwise. There is no
+// process or filesystem: the only ways out are the medplum argument and fetch. Globals are
+// built on first use, so a run pays only for what it touches.
 //
 // Timers run on an event loop of the run's own, on the run's goroutine: a handler whose promise
 // is pending when it returns waits there for its timers until the promise settles; then the run
 // ends and its pending timers are dropped, so none fires in a later run of a warm instance. A
 // run waiting on timers is stopped at its deadline as any other.
+//
+// # Fetch
+//
+// fetch, Request, Response, Headers and FormData (fetch.js; require('node-fetch') and
+// require('form-data') give the same) send requests through the Request's Fetcher; without one
+// every fetch rejects. fhirgate's is an HTTPFetcher over the project's egress client (package
+// egress: the allow-list, every address checked at connect), which bounds the run's calls and
+// records each (host, outcome, status, bytes) for the AuditEvent. A fetch runs on a goroutine of
+// its own (eventLoop.spawn) and returns a pending promise, which the run's event loop settles on
+// the run's goroutine when the request is done, so Promise.all of several fetches overlaps them.
+// Under process isolation the worker sends each fetch to the gateway in a fetch frame and goes
+// on; the gateway answers each when it is done.
 //
 // '@medplum/core' provides: ContentType, OperationOutcomeError, allOk, created, notModified,
 // accepted, notFound, unauthorized, forbidden, gone, preconditionFailed, tooManyRequests,

@@ -62,6 +62,7 @@ type execution struct {
 	coreState  *lazyCore
 	fhirtypes  *goja.Object
 	urlExports *goja.Object
+	fetchAPI   *goja.Object // fetch, Request, Response, Headers, FormData (fetch.go)
 
 	loop    *eventLoop // the run's timers (timers.go), made on first use
 	loopErr error      // a timer callback's or microtask's uncaught error, which ends the run
@@ -300,6 +301,8 @@ func (x *execution) require(call goja.FunctionCall) goja.Value {
 	switch name := call.Argument(0).String(); name {
 	case "@medplum/core":
 		return x.coreModule()
+	case "node-fetch", "form-data":
+		return x.fetchRequire(name)
 	case "@medplum/fhirtypes":
 		if x.fhirtypes == nil {
 			x.fhirtypes = x.rt.NewObject()
@@ -309,7 +312,7 @@ func (x *execution) require(call goja.FunctionCall) goja.Value {
 		if m := nodeModules[strings.TrimPrefix(name, "node:")]; m != nil {
 			return m(x)
 		}
-		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers' and 'timers/promises')", truncate(name, 100)))
+		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers', 'timers/promises', 'node-fetch' and 'form-data')", truncate(name, 100)))
 		_ = e.Set("code", "MODULE_NOT_FOUND")
 		panic(e)
 	}
@@ -407,6 +410,7 @@ func (x *execution) drop() {
 	x.rt = nil
 	x.mu.Unlock()
 	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
+	x.fetchAPI = nil
 	x.loop, x.loopErr, x.lazy = nil, nil, lazyState{}
 	x.handler = nil
 }

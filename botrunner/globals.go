@@ -10,7 +10,7 @@ import (
 )
 
 // sandboxGlobals are the sandbox's globals besides require: what Medplum's vmcontext provides
-// (minus fetch, which would be a network hole). Each is built on first use: the global object's
+// (fetch and its classes join them from fetch.go). Each is built on first use: the global object's
 // prototype is a dynamic object that builds a global when a lookup reaches it and then defines
 // it on the global object itself, so later lookups are ordinary. A run that never logs or parses
 // a URL pays for neither.

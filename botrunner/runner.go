@@ -241,6 +241,9 @@ type Request struct {
 	// Medplum serves the bot's first argument. Nil: every call rejects with an
 	// OperationOutcomeError saying no FHIR backend is configured.
 	Medplum MedplumClient
+	// Fetch serves the sandbox's fetch (fetch.go). Nil: every fetch rejects, saying the bot has
+	// no egress.
+	Fetch Fetcher
 }
 
 // Outcome is how a run ended.

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/egress"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/tokens"
@@ -247,6 +248,7 @@ type App struct {
 
 	tokens   *tokens.Service
 	oauth    *oauth.Server
+	egress   *egress.Egress
 	runner   botrunner.Executor
 	compiler *botrunner.Compiler
 	// slots and executorKey are this config's uses of botSlots and
@@ -292,6 +294,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("opening store: %w", err)
 	}
 	a.store, a.storage = h, storage
+	a.egress = newEgress(h.store)
 
 	if err := a.provisionCompiler(); err != nil {
 		return err

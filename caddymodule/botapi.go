@@ -43,6 +43,7 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backen
 		Runner:         app.runner,
 		Compiler:       app.compiler,
 		DefaultRuntime: app.BotDefaultRuntime,
+		Egress:         app.egress,
 		MaxBody:        maxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),

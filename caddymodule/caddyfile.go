@@ -91,6 +91,11 @@ func init() {
 //				audit_event_trigger always|never|on-error|on-output
 //				runtime_version awslambda|vmcontext
 //			}
+//			egress {
+//				allow         <host[:port]>...
+//				allow_http    <host[:port]>...
+//				allow_private <address|cidr>...
+//			}
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, existingVal any) (any, error) {
@@ -261,6 +266,8 @@ func (a *App) unmarshalProject(d *caddyfile.Dispenser) error {
 			return p.unmarshalUser(d)
 		case "bot":
 			return p.unmarshalBot(d)
+		case "egress":
+			return p.unmarshalEgress(d)
 		default:
 			return d.Errf("unrecognized project option '%s'", d.Val())
 		}

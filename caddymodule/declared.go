@@ -27,6 +27,10 @@ type ProjectConfig struct {
 
 	// Bots are keyed by name, unique within the project.
 	Bots map[string]*BotConfig `json:"bots,omitempty"`
+
+	// Egress is the project's allow-list for webhooks and bots' `fetch`.
+	// Without one, every outbound request is refused.
+	Egress *EgressConfig `json:"egress,omitempty"`
 }
 
 // ClientConfig declares a ClientApplication: one that exchanges tokens of

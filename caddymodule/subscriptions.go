@@ -26,6 +26,8 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 			}
 			return be, nil
 		},
+		// Webhooks reach only what each project's egress allow-list allows.
+		HTTPClients: app.Egress(),
 		// The AuditEvents of deliveries count as the project's bot records.
 		AuditRetention:   time.Duration(app.AuditRetention),
 		AuditQuota:       app.ProjectBotRecordsMax,

@@ -46,6 +46,9 @@ type Options struct {
 	// Compiler compiles $deploy's source (*botrunner.Compiler: in a child
 	// process, bounded in time and per project).
 	Compiler deploy.Compiler
+	// Egress serves bots' fetch: each run's requests go through its
+	// project's client (*egress.Egress). Nil: fetch rejects in every bot.
+	Egress Egress
 	// DefaultRuntime is the runtime of bots without a runtimeVersion
 	// (botrunner.RuntimeAWSLambda or RuntimeVMContext). Empty means
 	// botrunner.DefaultRuntime.

@@ -60,6 +60,7 @@ type preparedRun struct {
 	// backend is the run's route to the FHIR backend (nil: none), where an
 	// auditEventDestination "resource" writes the AuditEvent.
 	backend *gateway.Backend
+	fetch   *botrunner.HTTPFetcher // nil without egress
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -208,7 +209,11 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if be != nil {
 		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx)}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be}, nil
+	p := &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be, fetch: a.newFetcher(id.ProjectID)}
+	if p.fetch != nil {
+		p.req.Fetch = p.fetch
+	}
+	return p, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -229,6 +234,7 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
 	ev := auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...)
+	addFetches(ev, p.fetch)
 	a.sendAudit(ctx, p.bot, p.backend, ev)
 	a.audit.record(ev)
 	return res, err

@@ -2,9 +2,12 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/egress"
 )
 
 // Project is a Medplum project: the tenant that owns clients, bots and
@@ -15,6 +18,29 @@ type Project struct {
 	Description string           `json:"description,omitempty"`
 	Secret      []ProjectSetting `json:"secret,omitempty"`
 	Features    []string         `json:"features,omitempty"`
+	// Egress is the project's allow-list for webhooks and bots' fetch (see
+	// package egress); nil or empty refuses every outbound request.
+	Egress *ProjectEgress `json:"egress,omitempty"`
+}
+
+// ProjectEgress is a project's egress allow-list, in egress.Policy's terms:
+// `host[:port]` entries reachable over https (Allow) or http and https
+// (AllowHTTP), and the private ranges allowed names may resolve to.
+type ProjectEgress struct {
+	Allow        []string `json:"allow,omitempty"`
+	AllowHTTP    []string `json:"allowHttp,omitempty"`
+	AllowPrivate []string `json:"allowPrivate,omitempty"`
+}
+
+// egressFields are the record's names of egress.Policy's lists.
+var egressFields = map[string]string{"allow": "allow", "allow_http": "allowHttp", "allow_private": "allowPrivate"}
+
+// Policy is the allow-list as package egress reads it; nil allows nothing.
+func (e *ProjectEgress) Policy() *egress.Policy {
+	if e == nil {
+		return nil
+	}
+	return &egress.Policy{Allow: e.Allow, AllowHTTP: e.AllowHTTP, AllowPrivate: e.AllowPrivate}
 }
 
 func (p *Project) resourceType() string { return "Project" }
@@ -25,6 +51,13 @@ func (p *Project) normalize(time.Time) { p.Meta.Project = p.ID }
 func (p *Project) validate() error {
 	if err := checkRequired("name", p.Name); err != nil {
 		return err
+	}
+	if err := p.Egress.Policy().Check(); err != nil {
+		var ee *egress.EntryError
+		if errors.As(err, &ee) {
+			return invalid("egress."+egressFields[ee.List], fmt.Sprintf("'%s': %v", ee.Entry, ee.Err))
+		}
+		return invalid("egress", err.Error())
 	}
 	return checkSettings("secret", p.Secret)
 }
