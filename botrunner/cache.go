@@ -15,6 +15,7 @@ type programEntry struct {
 	prg      *goja.Program
 	size     int  // bytes of code, for caches bounded in bytes
 	noRegExp bool // prg cannot make regular expressions by ordinary means (mayUseRegExps)
+	locale   bool // prg may call a toLocale*String method (mayUseLocale)
 }
 
 // programCache is a bounded LRU of compiled programs keyed by Request.CacheKey.

@@ -23,6 +23,7 @@ type Program struct {
 
 	prg        *goja.Program
 	regexpFree bool // prg cannot make regular expressions by ordinary means (mayUseRegExps)
+	locale     bool // prg may call a toLocale*String method (mayUseLocale)
 }
 
 // CompileError is a bot source that esbuild (or, after it, goja) rejects. Line is 1-based and
@@ -147,7 +148,7 @@ func Compile(filename, source string) (*Program, error) {
 		// esbuild accepted it, so this is syntax esbuild passed through and goja lacks.
 		return nil, err
 	}
-	p.prg, p.regexpFree = prg, !regexps
+	p.prg, p.regexpFree, p.locale = prg, !regexps, mayUseLocale(p.JS)
 	return p, nil
 }
 

@@ -50,10 +50,31 @@
 // Globals: console (log, info, warn, error, debug, trace, dir, assert; captured, the last
 // MaxConsoleBytes kept, lines of methods other than log and dir prefixed with their level), URL,
 // URLSearchParams, TextEncoder, TextDecoder, ContentType, Hl7Message, Hl7Segment, Hl7Field,
-// Hl7Context, and require, which answers only '@medplum/core' (and '@medplum/fhirtypes', an empty
-// object) and throws "Cannot find module 'x' (the bot sandbox provides only '@medplum/core')"
-// otherwise. There is no process, fetch, Buffer, setTimeout or filesystem: the only way out is the
-// medplum argument. Globals are built on first use, so a run pays only for what it touches.
+// Hl7Context, Node's Buffer (buffer.go), setTimeout, setInterval, setImmediate, their clear
+// functions and queueMicrotask (timers.go), structuredClone, atob, btoa, crypto (webcrypto.go),
+// Intl for en-US (intl*.go; Date's and Number's toLocale*String use it), and require, which
+// answers '@medplum/core' (and '@medplum/fhirtypes', an empty object), 'buffer', 'crypto'
+// (nodecrypto.go), 'timers' and 'timers/promises' (also as 'node:…'), 'node-fetch' and
+// 'form-data' (see Fetch) and throws "Cannot find module 'x' (…)" otherwise. There is no
+// process or filesystem: the only ways out are the medplum argument and fetch. Globals are
+// built on first use, so a run pays only for what it touches.
+//
+// Timers run on an event loop of the run's own, on the run's goroutine: a handler whose promise
+// is pending when it returns waits there for its timers until the promise settles; then the run
+// ends and its pending timers are dropped, so none fires in a later run of a warm instance. A
+// run waiting on timers is stopped at its deadline as any other.
+//
+// # Fetch
+//
+// fetch, Request, Response, Headers and FormData (fetch.js; require('node-fetch') and
+// require('form-data') give the same) send requests through the Request's Fetcher; without one
+// every fetch rejects. fhirgate's is an HTTPFetcher over the project's egress client (package
+// egress: the allow-list, every address checked at connect), which bounds the run's calls and
+// records each (host, outcome, status, bytes) for the AuditEvent. A fetch runs on a goroutine of
+// its own (eventLoop.spawn) and returns a pending promise, which the run's event loop settles on
+// the run's goroutine when the request is done, so Promise.all of several fetches overlaps them.
+// Under process isolation the worker sends each fetch to the gateway in a fetch frame and goes
+// on; the gateway answers each when it is done.
 //
 // '@medplum/core' provides every export of the pinned @medplum/core but those coreUnavailable
 // lists (they need a WebSocket or Medplum's server). core.js writes the ones bots use most
@@ -67,8 +88,7 @@
 // searchOne, searchResources, createResource, createResourceIfNoneExist, updateResource,
 // upsertResource, patchResource, deleteResource, validateResource, executeBatch, executeBot, and
 // raw get, post, put, patch and delete. Each calls the Request's MedplumClient synchronously,
-// bounded by the run's deadline, and returns a promise that is already settled, so no event loop
-// is needed. A non-2xx answer rejects with an OperationOutcomeError carrying the backend's
+// bounded by the run's deadline, and returns a promise that is already settled. A non-2xx answer rejects with an OperationOutcomeError carrying the backend's
 // OperationOutcome (404 without one: "Not found"). executeBot is a POST of
 // Bot/{id}/$execute (or Bot/$execute?identifier=) to the MedplumClient, which decides whether
 // and how another bot runs (fhirgate's runs it with the same lookup, limits and audit, within a

@@ -48,6 +48,7 @@ type execution struct {
 	runID   uint64          // the current run; stopRun for another is ignored
 	stopped interruptReason // why the run was interrupted, 0 while it may go on
 	stuck   chan struct{}   // closed abandonGrace after an interrupt
+	stopCh  chan struct{}   // closed when the run is stopped; made by stopSignal when needed
 
 	console       consoleBuffer
 	jsonStringify goja.Callable // JSON.stringify, taken on first use
@@ -61,6 +62,11 @@ type execution struct {
 	coreState  *lazyCore
 	fhirtypes  *goja.Object
 	urlExports *goja.Object
+	fetchAPI   *goja.Object // fetch, Request, Response, Headers, FormData (fetch.go)
+
+	loop    *eventLoop // the run's timers (timers.go), made on first use
+	loopErr error      // a timer callback's or microtask's uncaught error, which ends the run
+	lazy    lazyState  // other globals built on first use (globals.go)
 }
 
 func newExecution(r *Runner, prg *programEntry) *execution {
@@ -78,6 +84,7 @@ func (x *execution) begin(ctx context.Context, req *Request, timeout time.Durati
 	x.runID++
 	x.ctx, x.req, x.timeout, x.start = ctx, req, timeout, time.Now()
 	x.stopped = 0
+	x.stopCh = nil
 	x.stuck = make(chan struct{})
 	if x.rt != nil {
 		x.rt.ClearInterrupt()
@@ -141,6 +148,9 @@ func (x *execution) stopLocked(reason interruptReason) {
 		return
 	}
 	x.stopped = reason
+	if x.stopCh != nil {
+		close(x.stopCh)
+	}
 	if x.rt != nil {
 		x.rt.Interrupt(reason)
 	}
@@ -197,13 +207,14 @@ func (x *execution) run() (res *Result) {
 // callHandler loads the module (on an instance's first run), finds its handler and calls it.
 // When the handler returns a promise, the promise's jobs have all run by the time the call
 // returns (goja drains its job queue when control leaves the runtime), so a promise still
-// pending will never settle.
+// pending can only settle through the run's event loop (timers.go), which await runs.
 func (x *execution) callHandler() (goja.Value, error) {
 	rt := x.rt
 	first := x.handler == nil
 	if first {
 		x.installGlobals()
 	}
+	defer x.endLoop() // timers never outlive the run
 	// On the first run the event is built before bot code runs, so nothing the module does to
 	// prototypes shows in it. A warm instance's later events are built in the runtime the
 	// module's top level already ran in, as on Lambda.
@@ -226,14 +237,7 @@ func (x *execution) callHandler() (goja.Value, error) {
 	}
 	if o, ok := v.(*goja.Object); ok {
 		if p, ok := o.Export().(*goja.Promise); ok {
-			switch p.State() {
-			case goja.PromiseStateFulfilled:
-				return p.Result(), nil
-			case goja.PromiseStateRejected:
-				return nil, &rejection{reason: p.Result()}
-			default:
-				return nil, errors.New("bot handler's promise never settled")
-			}
+			return x.await(p)
 		}
 	}
 	return v, nil
@@ -291,18 +295,24 @@ func findHandler(exports goja.Value) goja.Callable {
 	return nil
 }
 
-// require answers only '@medplum/core' (and the type-only '@medplum/fhirtypes').
+// require answers '@medplum/core' (and the type-only '@medplum/fhirtypes') and the Node modules
+// of nodeModules.
 func (x *execution) require(call goja.FunctionCall) goja.Value {
 	switch name := call.Argument(0).String(); name {
 	case "@medplum/core":
 		return x.coreModule()
+	case "node-fetch", "form-data":
+		return x.fetchRequire(name)
 	case "@medplum/fhirtypes":
 		if x.fhirtypes == nil {
 			x.fhirtypes = x.rt.NewObject()
 		}
 		return x.fhirtypes
 	default:
-		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core')", truncate(name, 100)))
+		if m := nodeModules[strings.TrimPrefix(name, "node:")]; m != nil {
+			return m(x)
+		}
+		e := x.newError("Error", fmt.Sprintf("Cannot find module '%s' (the bot sandbox provides only '@medplum/core', 'buffer', 'crypto', 'timers', 'timers/promises', 'node-fetch' and 'form-data')", truncate(name, 100)))
 		_ = e.Set("code", "MODULE_NOT_FOUND")
 		panic(e)
 	}
@@ -400,6 +410,8 @@ func (x *execution) drop() {
 	x.rt = nil
 	x.mu.Unlock()
 	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
+	x.fetchAPI = nil
+	x.loop, x.loopErr, x.lazy = nil, nil, lazyState{}
 	x.handler = nil
 }
 

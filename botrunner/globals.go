@@ -10,7 +10,7 @@ import (
 )
 
 // sandboxGlobals are the sandbox's globals besides require: what Medplum's vmcontext provides
-// (minus fetch, which would be a network hole). Each is built on first use: the global object's
+// (fetch and its classes join them from fetch.go). Each is built on first use: the global object's
 // prototype is a dynamic object that builds a global when a lookup reaches it and then defines
 // it on the global object itself, so later lookups are ordinary. A run that never logs or parses
 // a URL pays for neither.
@@ -25,11 +25,47 @@ var sandboxGlobals = map[string]func(x *execution) goja.Value{
 	"Hl7Segment":      func(x *execution) goja.Value { return x.coreModule().Get("Hl7Segment") },
 	"Hl7Field":        func(x *execution) goja.Value { return x.coreModule().Get("Hl7Field") },
 	"Hl7Context":      func(x *execution) goja.Value { return x.coreModule().Get("Hl7Context") },
+
+	"Buffer":          (*execution).bufferClass,
+	"setTimeout":      timerGlobal("setTimeout"),
+	"clearTimeout":    timerGlobal("clearTimeout"),
+	"setInterval":     timerGlobal("setInterval"),
+	"clearInterval":   timerGlobal("clearInterval"),
+	"setImmediate":    timerGlobal("setImmediate"),
+	"clearImmediate":  timerGlobal("clearImmediate"),
+	"queueMicrotask":  timerGlobal("queueMicrotask"),
+	"structuredClone": (*execution).newStructuredClone,
+	"atob":            (*execution).newAtob,
+	"btoa":            (*execution).newBtoa,
+	"crypto":          func(x *execution) goja.Value { return x.webCrypto() },
+	"Intl":            func(x *execution) goja.Value { return x.intl() },
+}
+
+// nodeModules are the Node built-in modules require answers, also under their "node:" names.
+var nodeModules = map[string]func(x *execution) *goja.Object{
+	"buffer":          (*execution).bufferModule,
+	"crypto":          (*execution).cryptoModule,
+	"timers":          (*execution).timersModule,
+	"timers/promises": (*execution).timersPromisesModule,
+}
+
+// lazyState holds the globals and modules that are objects built on first use, so each run (or
+// warm instance) builds each at most once.
+type lazyState struct {
+	buffer, bufferCtor *goja.Object
+	webcrypto          *goja.Object
+	nodeCrypto         *goja.Object
+	intl               *intlState
+	timers             *goja.Object
+	timersPromises     *goja.Object
 }
 
 func (x *execution) installGlobals() {
 	lazy := x.rt.NewDynamicObject(lazyGlobals{x})
 	_ = x.rt.GlobalObject().SetPrototype(lazy)
+	if x.prg.locale {
+		x.installLocaleMethods()
+	}
 }
 
 // lazyGlobals is the dynamic prototype of the global object (see sandboxGlobals).

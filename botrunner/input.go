@@ -238,7 +238,7 @@ func parseFHIR(body []byte) (Input, error) {
 		return Input{}, &InputError{Status: http.StatusBadRequest, Message: "missing resourceType", Expression: "resourceType"}
 	case !info.resourceTypeIsString:
 		return Input{}, &InputError{Status: http.StatusBadRequest, Message: "resourceType must be a string", Expression: "resourceType"}
-	case !fhir.IsResourceType(info.resourceType):
+	case !fhir.IsResourceType(info.resourceType) && !fhir.IsMedplumResourceType(info.resourceType):
 		return Input{}, &InputError{Status: http.StatusBadRequest,
 			Message: fmt.Sprintf("unknown resourceType '%s'", truncate(info.resourceType, 64)), Expression: "resourceType"}
 	}

@@ -55,13 +55,15 @@ func TestParseInputAcceptsEachSupportedType(t *testing.T) {
 	}
 }
 
-func TestParseInputAcceptsEveryR4ResourceTypeAndNoOther(t *testing.T) {
-	for _, rt := range []string{"Patient", "Bundle", "Parameters", "VisionPrescription", "Account", "SubstanceSpecification"} {
+// Medplum's own types (Bot, ProjectMembership …) are resources there too:
+// a scheduled bot's input is its Bot.
+func TestParseInputAcceptsEveryR4AndMedplumResourceTypeAndNoOther(t *testing.T) {
+	for _, rt := range []string{"Patient", "Bundle", "Parameters", "VisionPrescription", "Account", "SubstanceSpecification", "Bot", "ProjectMembership"} {
 		if _, err := ParseInput(MediaFHIR, []byte(`{"resourceType":"`+rt+`"}`)); err != nil {
 			t.Errorf("%s: %v", rt, err)
 		}
 	}
-	for _, rt := range []string{"patient", "Resource", "DomainResource", "Bot", "ProjectMembership", "ActorDefinition"} {
+	for _, rt := range []string{"patient", "Resource", "DomainResource", "bot", "ActorDefinition"} {
 		if _, err := ParseInput(MediaFHIR, []byte(`{"resourceType":"`+rt+`"}`)); err == nil {
 			t.Errorf("%s accepted", rt)
 		}

@@ -204,6 +204,14 @@ func (w *worker) handle(typ byte, payload []byte) error {
 		if r := w.currentRun(m.id); r != nil {
 			go w.serveDo(r, m)
 		}
+	case frameFetch:
+		m := new(fetchMsg)
+		if err := m.decode(d); err != nil {
+			return fmt.Errorf("decoding a fetch frame: %w", err)
+		}
+		if r := w.currentRun(m.id); r != nil {
+			go w.serveFetch(r, m)
+		}
 	default:
 		return fmt.Errorf("unknown frame type %q", typ)
 	}

@@ -23,26 +23,30 @@ import (
 //	W→P need    id: the worker lacks the digest's program; P→W code  id, code
 //	W→P do      id, call, method, path, query, body, headers: a medplum call
 //	P→W answer  id, call, status, content type, body or error
+//	W→P fetch   id, call, method, URL, headers, body, redirect mode: a fetch (fetchrpc.go)
+//	P→W fetched id, call, status, URL, headers, body or error; any number may be in flight
 //	P→W cancel  id: the caller went away
 //	W→P result  id, the Result
 //
 // A worker runs one bot at a time, so frames of different runs never interleave on a pipe; the
 // run id still guards against a late frame of an earlier run.
 const (
-	frameInit   byte = 'i'
-	frameHello  byte = 'h'
-	frameRun    byte = 'r'
-	frameNeed   byte = 'n'
-	frameCode   byte = 'c'
-	frameDo     byte = 'd'
-	frameAnswer byte = 'a'
-	frameCancel byte = 'x'
-	frameResult byte = 'f'
+	frameInit    byte = 'i'
+	frameHello   byte = 'h'
+	frameRun     byte = 'r'
+	frameNeed    byte = 'n'
+	frameCode    byte = 'c'
+	frameDo      byte = 'd'
+	frameAnswer  byte = 'a'
+	frameCancel  byte = 'x'
+	frameResult  byte = 'f'
+	frameFetch   byte = 'g'
+	frameFetched byte = 'e'
 )
 
 // protocolVersion is exchanged in init and hello: a gateway upgraded on disk while running
 // starts workers from the new binary, which must not be spoken to in an old dialect.
-const protocolVersion = "fhirgate-bot-worker/2"
+const protocolVersion = "fhirgate-bot-worker/3"
 
 // maxParentFrame bounds frames the worker reads. The parent is trusted; this only turns a
 // corrupted length into an error instead of a huge allocation.

@@ -52,6 +52,10 @@ func TestFramesRoundTrip(t *testing.T) {
 		{"do without a body", frameDo, &doMsg{id: 5, call: 1, method: "GET", path: "Patient", query: "a=1&a=2"}, &doMsg{}},
 		{"do with a body", frameDo, &doMsg{id: 5, call: 2, method: "POST", path: "Patient", body: []byte{}, hasBody: true, contentType: "application/fhir+json", header: http.Header{"If-None-Exist": {"identifier=x"}}}, &doMsg{}},
 		{"answer", frameAnswer, &answerMsg{id: 5, call: 2, status: 201, contentType: "c", body: []byte("b"), err: ""}, &answerMsg{}},
+		{"fetch without a body", frameFetch, &fetchMsg{id: 6, call: 1, req: FetchRequest{Method: "GET", URL: "https://api.example.com/x?y=1", Redirect: "follow"}}, &fetchMsg{}},
+		{"fetch with a body", frameFetch, &fetchMsg{id: 6, call: 2, hasBody: true, req: FetchRequest{Method: "POST", URL: "http://h/", Header: http.Header{"X-A": {"1", "2"}}, Body: []byte{}, Redirect: "manual"}}, &fetchMsg{}},
+		{"fetched", frameFetched, &fetchedMsg{id: 6, call: 2, resp: FetchResponse{Status: 302, StatusText: "Found", URL: "http://h/", Redirected: true, Header: http.Header{"Location": {"/x"}}, Body: []byte("b")}}, &fetchedMsg{}},
+		{"fetch failed", frameFetched, &fetchedMsg{id: 6, call: 3, resp: FetchResponse{Body: []byte{}}, err: "refused"}, &fetchedMsg{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

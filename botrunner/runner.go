@@ -241,6 +241,9 @@ type Request struct {
 	// Medplum serves the bot's first argument. Nil: every call rejects with an
 	// OperationOutcomeError saying no FHIR backend is configured.
 	Medplum MedplumClient
+	// Fetch serves the sandbox's fetch (fetch.go). Nil: every fetch rejects, saying the bot has
+	// no egress.
+	Fetch Fetcher
 	// FHIRBaseURL is the gateway's public FHIR base the run was asked through, absolute, such as
 	// "https://gw.example.com/fhir/R4/": medplum.fhirUrl, fhirSearchUrl and getBaseUrl build on it.
 	// Empty: they throw, saying the run does not know it.
@@ -417,7 +420,7 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 		filename = "index.js"
 	}
 	if req.Program != nil && req.Program.prg != nil {
-		return &programEntry{code: req.Program.JS, prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree}, nil
+		return &programEntry{code: req.Program.JS, prg: req.Program.prg, filename: filename, noRegExp: req.Program.regexpFree, locale: req.Program.locale}, nil
 	}
 	code := req.Code
 	if req.Program != nil {
@@ -436,7 +439,7 @@ func (r *Runner) program(ctx context.Context, req *Request) (*programEntry, erro
 	if err != nil {
 		return nil, fmt.Errorf("loading bot code: %w", err)
 	}
-	e := &programEntry{code: code, prg: prg, filename: filename, noRegExp: !regexps}
+	e := &programEntry{code: code, prg: prg, filename: filename, noRegExp: !regexps, locale: mayUseLocale(code)}
 	r.cache.put(req.CacheKey, e)
 	return e, nil
 }

@@ -80,6 +80,7 @@ type workerRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	code   chan string // the answer to a need frame
+	fetch  *rpcFetcher // the run's fetch calls
 
 	mu       sync.Mutex
 	calls    map[uint64]chan *answerMsg
@@ -185,6 +186,14 @@ func (s *workerServer) handle(typ byte, payload []byte) error {
 		if r := s.run(a.id); r != nil {
 			r.deliver(a)
 		}
+	case frameFetched:
+		a := new(fetchedMsg)
+		if err := a.decode(d); err != nil {
+			return fmt.Errorf("decoding a fetched frame: %w", err)
+		}
+		if r := s.run(a.id); r != nil {
+			r.fetch.deliver(a)
+		}
 	default:
 		return fmt.Errorf("unknown frame type %q", typ)
 	}
@@ -205,7 +214,7 @@ func (s *workerServer) start(m *runMsg) {
 		ctx, stopDeadline = context.WithTimeout(ctx, m.deadline)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &workerRun{id: m.id, ctx: ctx, cancel: cancel, code: make(chan string, 1), calls: map[uint64]chan *answerMsg{}}
+	r := &workerRun{id: m.id, ctx: ctx, cancel: cancel, code: make(chan string, 1), calls: map[uint64]chan *answerMsg{}, fetch: newRPCFetcher(s, m.id)}
 	s.mu.Lock()
 	s.runs[m.id] = r
 	s.mu.Unlock()
@@ -227,8 +236,9 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		msg.noResult = true // the run ended while waiting for its code
 	default:
 		req := Request{
-			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
+			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp, locale: prg.locale}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
 			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot, FHIRBaseURL: m.fhirBaseURL,
+			Fetch: r.fetch, // the pool answers "no egress" for a run without a Fetcher
 		}
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
@@ -278,7 +288,7 @@ func (s *workerServer) program(r *workerRun, m *runMsg) (*programEntry, *Result)
 	if err != nil {
 		return nil, finish(&Result{Outcome: OutcomeError, Message: fmt.Errorf("loading bot code: %w", err).Error()})
 	}
-	e := &programEntry{prg: prg, filename: m.filename, size: len(code), noRegExp: !regexps}
+	e := &programEntry{prg: prg, filename: m.filename, size: len(code), noRegExp: !regexps, locale: mayUseLocale(code)}
 	s.programs.put(m.digest, e)
 	return e, nil
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/egress"
 	"github.com/fhirgate/fhirgate/internal/email"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -251,17 +252,21 @@ type App struct {
 
 	tokens   *tokens.Service
 	oauth    *oauth.Server
+	egress   *egress.Egress
 	runner   botrunner.Executor
 	compiler *botrunner.Compiler
 	// slots and executorKey are this config's uses of botSlots and
 	// botExecutors (botpool.go).
 	slots       *botrunner.Slots
 	executorKey string
+	logger      *zap.Logger
+	ctx         caddy.Context
+	// handlers are this config's fhirgate HTTP handlers, for runs with no
+	// request of their own (requestless.go).
+	handlers *handlerSet
 	// mailer is this config's email sender (nil without an email block), shared by its bot
 	// APIs so that a project's rate counts once per process (email.go).
 	mailer *email.Sender
-	logger *zap.Logger
-	ctx    caddy.Context
 }
 
 // CaddyModule returns the Caddy module information.
@@ -277,6 +282,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.handlers = new(handlerSet)
 	a.ready = newLoadState()
 
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
@@ -300,6 +306,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("opening store: %w", err)
 	}
 	a.store, a.storage = h, storage
+	a.egress = newEgress(h.store)
 
 	if err := a.provisionCompiler(); err != nil {
 		return err
@@ -480,6 +487,7 @@ func (a *App) Start() error {
 		a.logger.Error("config load refused", zap.Error(err))
 	} else {
 		a.startBots()
+		a.store.running.Store(a) // queued async runs go to this config now
 	}
 	a.markReady(err)
 	return err
@@ -559,6 +567,7 @@ func (a *App) Cleanup() error {
 	if a.store == nil {
 		return nil
 	}
+	a.store.running.CompareAndSwap(a, nil)
 	a.store = nil
 	return releaseStore(a.storage)
 }

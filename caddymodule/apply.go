@@ -106,11 +106,14 @@ func checkProject(ctx context.Context, st *store.Store, c deploy.Compiler, pid s
 	if p == nil {
 		p = new(ProjectConfig)
 	}
-	proj := &store.Project{Name: p.Name}
+	proj := &store.Project{Name: p.Name, Egress: p.Egress.record()}
 	proj.ID = pid
 	proj.Meta.Project = pid // as the store sets it, so an unchanged project compares equal
 	if proj.Name == "" {
 		proj.Name = pid
+	}
+	if err := p.Egress.check(); err != nil {
+		return nil, err
 	}
 	if err := st.Validate(proj); err != nil {
 		return nil, err
@@ -364,6 +367,9 @@ func planBot(ctx context.Context, st *store.Store, pid string, b *declaredBot, a
 	default:
 		// Keep the deployed code unless the declared source differs.
 		bot.SourceCode, bot.ExecutableCode = existing.SourceCode, existing.ExecutableCode
+		// Who the bot runs as is not declared: keep what the store says
+		// (a bot declared before bot identity was migrated to its caller).
+		bot.RunAsUser = existing.RunAsUser
 	}
 	var orphans []string
 	if b.filename != "" {

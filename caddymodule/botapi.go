@@ -1,12 +1,15 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
 )
 
 // botAPI is a bot API over the fhirgate app's store and runners, as the
@@ -24,7 +27,11 @@ type botAPI struct {
 // lets runs go on. So it holds its own use of the store, let go by a
 // watcher once the runs have ended (at once when Caddy exits: the grace
 // must start when the exit does, not at Cleanup).
-func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
+//
+// route names the module for the async jobs it accepts (botapi.Options.Route)
+// and backends is its route to the FHIR backend for runs without a
+// request (botapi.Options.Backends).
+func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backends func(context.Context, *oauth.Identity) (*gateway.Backend, error)) (*botAPI, error) {
 	if _, err := openStore(app.ctx, app.storage, logger); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
@@ -35,9 +42,12 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64) (*botAPI, error) {
 	api, err := botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Queue:          app.store.queue,
+		Route:          route,
+		Backends:       backends,
 		Runner:         app.runner,
 		Compiler:       app.compiler,
 		DefaultRuntime: app.BotDefaultRuntime,
+		Egress:         app.egress,
 		MaxBody:        maxBody,
 		AuditRetention: time.Duration(app.AuditRetention),
 		ShutdownGrace:  time.Duration(app.BotShutdownGrace),

@@ -101,6 +101,11 @@ func init() {
 //				audit_event_trigger always|never|on-error|on-output
 //				runtime_version awslambda|vmcontext
 //			}
+//			egress {
+//				allow         <host[:port]>...
+//				allow_http    <host[:port]>...
+//				allow_private <address|cidr>...
+//			}
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, existingVal any) (any, error) {
@@ -275,6 +280,8 @@ func (a *App) unmarshalProject(d *caddyfile.Dispenser) error {
 			return p.unmarshalUser(d)
 		case "bot":
 			return p.unmarshalBot(d)
+		case "egress":
+			return p.unmarshalEgress(d)
 		case "email_senders":
 			return moreArgs(d, &p.EmailSenders)
 		default:
@@ -531,6 +538,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		upstream_auth    strip|passthrough|bearer <token>
 //		public_upstream_auth
 //		basic_auth       on|off
+//		subscriptions    on|off
 //		token_passthrough <path>...
 //		backend_tenant   none|path|header <header>
 //		max_body         <size>
@@ -614,6 +622,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.BasicAuth = false
 			default:
 				return d.Errf("invalid basic_auth '%s': must be on or off", arg)
+			}
+		case "subscriptions":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			switch arg {
+			case "on":
+				h.Subscriptions = true
+			case "off":
+				h.Subscriptions = false
+			default:
+				return d.Errf("invalid subscriptions '%s': must be on or off", arg)
 			}
 		case "token_passthrough":
 			if h.TokenPassthrough != nil {

@@ -28,6 +28,10 @@ type ProjectConfig struct {
 	// Bots are keyed by name, unique within the project.
 	Bots map[string]*BotConfig `json:"bots,omitempty"`
 
+	// Egress is the project's allow-list for webhooks and bots' `fetch`.
+	// Without one, every outbound request is refused.
+	Egress *EgressConfig `json:"egress,omitempty"`
+
 	// EmailSenders are the addresses this project's bots may send email from, besides the
 	// `email` block's default sender.
 	EmailSenders []string `json:"email_senders,omitempty"`

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/session"
+	"github.com/fhirgate/fhirgate/internal/subscription"
 )
 
 func init() {
@@ -157,10 +159,25 @@ type Handler struct {
 	// none.
 	AllowOperations map[string]string `json:"allow_operations,omitempty"`
 
+	// Subscriptions, when true (Caddyfile `subscriptions on`), makes
+	// `Subscription` under `fhir_base` fhirgate's, per project, managed by
+	// project admins like `Bot` (the backend never sees those requests),
+	// and runs them on the writes this handler passes: a matching create,
+	// update or delete runs the subscribed bot, or POSTs to the webhook,
+	// from the durable job queue. See docs/subscriptions.md. Default:
+	// false, so a backend's own Subscriptions keep working.
+	Subscriptions bool `json:"subscriptions,omitempty"`
+
 	gw     *gateway.Gateway
 	bots   *botAPI
+	subs   *subscription.Service
 	app    *App
 	logger *zap.Logger
+	ctx    caddy.Context
+	// route names the handler for the async jobs it accepts (routeName);
+	// requestLess is its route for calls without a request.
+	route       string
+	requestLess *requestLess
 }
 
 // IdentityHeaders name the identity headers; an empty name keeps the default.
@@ -191,7 +208,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	app := appVal.(*App)
 	h.app = app
 
-	h.bots, err = newBotAPI(app, h.logger, h.MaxBody)
+	h.ctx, h.route, h.requestLess = ctx, routeName(h), new(requestLess)
+	backends := func(ctx context.Context, id *oauth.Identity) (*gateway.Backend, error) {
+		return h.gw.BackendFor(ctx, id)
+	}
+	h.bots, err = newBotAPI(app, h.logger, h.MaxBody, h.route, backends)
 	if err != nil {
 		return err
 	}
@@ -215,6 +236,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		ErrorStatus:        errorStatus,
 		OnAuthenticated:    setPlaceholders,
 		AllowedOperations:  h.AllowOperations,
+		Dispatch:           h.dispatch,
+	}
+	if h.Subscriptions {
+		if err := h.provisionSubscriptions(app, &opts); err != nil {
+			return err
+		}
 	}
 	if hd := h.IdentityHeaders; hd != nil {
 		opts.Headers = gateway.IdentityHeaders{
@@ -225,6 +252,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	app.addHandler(h)
 	if h.PublicUpstreamAuth && h.UpstreamAuth == gateway.UpstreamBearer {
 		for _, m := range h.PublicMethods {
 			if !slices.Contains(gateway.DefaultPublicMethods, m) {
@@ -240,6 +268,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
 // events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
+	if h.subs != nil {
+		h.app.store.subs.Release(h.subs)
+	}
 	h.bots.cleanup(caddy.Exiting())
 	return nil
 }

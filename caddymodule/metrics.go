@@ -62,6 +62,13 @@ var (
 		Buckets:   prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 
+	botCronTicks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "bot_cron_ticks_total",
+		Help:      "Scheduled bots' cron ticks by result: enqueued (by the scan, once per cluster), run, skipped (bot, schedule or code gone or changed), failed (retried while attempts last).",
+	}, []string{"result"})
+
 	mllpConnections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "caddy",
 		Subsystem: "fhirgate",
@@ -82,13 +89,28 @@ var (
 		Name:      "mllp_frame_errors_total",
 		Help:      "MLLP framing problems by reason: skipped_bytes (bytes outside a frame), too_large, truncated, idle (connections closed by idle_timeout).",
 	}, []string{"reason"})
+
+	subscriptionEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "subscription_events_total",
+		Help:      "Subscription work by event: queued (a write's triggers enqueued before its answer), lost (a write whose triggers could not be enqueued), delivered, failed (a bot that failed, or a webhook's last attempt), retried, dropped (Subscription gone or off, resource moved on, chain too deep).",
+	}, []string{"event"})
+
+	subscriptionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "caddy",
+		Subsystem: "fhirgate",
+		Name:      "subscription_lag_seconds",
+		Help:      "Time from a write's answer to the first delivery attempt of each Subscription it triggered.",
+		Buckets:   prometheus.ExponentialBuckets(0.005, 2, 14),
+	})
 )
 
 // collectors are every metric fhirgate exports (docs/grafana-dashboard.json
 // charts each of them; its test holds the two together).
 var collectors = []prometheus.Collector{
-	tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused,
-	mllpConnections, mllpMessages, mllpFrameErrors,
+	tokenRequests, authFailures, userinfoLatency, botExecutions, botDuration, botQueueWait, botRecordsRefused, botCronTicks,
+	mllpConnections, mllpMessages, mllpFrameErrors, subscriptionEvents, subscriptionLag,
 }
 
 // registerMetrics adds the collectors to this config's registry.
@@ -125,6 +147,12 @@ func observeBot(outcome string, run, queueWait time.Duration) {
 	botQueueWait.Observe(queueWait.Seconds())
 }
 
+func observeCronTick(result string) { botCronTicks.WithLabelValues(result).Inc() }
+
 func observeRecordRefused(record, reason string) {
 	botRecordsRefused.WithLabelValues(record, reason).Inc()
 }
+
+func observeSubscription(event string) { subscriptionEvents.WithLabelValues(event).Inc() }
+
+func observeSubscriptionLag(d time.Duration) { subscriptionLag.Observe(d.Seconds()) }

@@ -179,7 +179,9 @@ func (h *MLLP) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading fhirgate app: %w", err)
 	}
 	h.app = appVal.(*App)
-	h.bots, err = newBotAPI(h.app, h.logger, h.MaxMessage)
+	// MLLP runs have no request: their bots reach the backend through the
+	// config's request-less route (App.backendFor); their async jobs, none.
+	h.bots, err = newBotAPI(h.app, h.logger, h.MaxMessage, "mllp", h.app.backendFor)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/subscription"
 )
 
 // stores holds one open storage per storage key (storageModule): Caddy
@@ -21,33 +23,36 @@ import (
 var stores = caddy.NewUsagePool()
 
 // storeHandle is the pooled value: the open storage, the store on it and
-// the durable job queue kept with it (async runs' leases).
+// the durable job queue kept with it (async $execute runs).
 type storeHandle struct {
 	kv    store.KV
 	store *store.Store
 	queue queue.Queue
+	// subs are the subscription engine's workers on queue.
+	subs *subscription.Jobs
+	// running is the config that last started on the storage: the one
+	// whose handlers run queued async jobs.
+	running atomic.Pointer[App]
 
 	recovery    sync.Once
 	recoveryErr error
 }
 
-// recoverJobs, once per opening (a reload reuses the handle), marks as
-// failed the async jobs left unfinished by the process that last had a
-// Badger directory, and starts the job queue. On PostgreSQL other live
-// replicas run jobs too, so nothing is failed at start: a dead replica's
-// runs are failed when their leases run out, by whichever replica's queue
-// notices. It runs from Start, so `caddy validate` does not write.
+// recoverJobs, once per opening (a reload reuses the handle), starts the
+// job queue, which rescues what a dead process left running (a rescued
+// async run is marked failed, not run again), and migrates what older
+// releases stored. It runs from Start, so `caddy validate` does not write.
 func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error {
 	h.recovery.Do(func() {
-		if !h.store.SharedByProcesses() {
-			n, err := botapi.FailInterruptedJobs(ctx, h.store)
-			if err != nil {
-				h.recoveryErr = fmt.Errorf("recovering async jobs: %w", err)
-				return
-			}
-			if n > 0 {
-				logger.Warn("async bot jobs interrupted by a restart marked as failed", zap.Int("jobs", n))
-			}
+		// Before any bot runs: bots stored before bot identity keep
+		// running as their caller.
+		n, err := h.store.MigrateBotIdentity(ctx)
+		if err != nil {
+			h.recoveryErr = err
+			return
+		}
+		if n > 0 {
+			logger.Info("bots stored before bot identity keep running as their caller (runAsUser)", zap.Int("bots", n))
 		}
 		// The queue works until the directory is closed (Destruct), across
 		// reloads; a job a dead process left running is rescued now.
@@ -63,7 +68,8 @@ func (h *storeHandle) recoverJobs(ctx context.Context, logger *zap.Logger) error
 
 // Destruct stops the queue and closes the storage when the last config
 // using it is cleaned up. A job still running after the grace is stopped;
-// it is rescued (run again, or for a lease failed) at the next start.
+// it is rescued at the next start (run again, or, for an async $execute,
+// failed).
 func (h *storeHandle) Destruct() error {
 	ctx, cancel := context.WithTimeout(context.Background(), queueStopGrace)
 	defer cancel()
@@ -91,11 +97,22 @@ func openStore(ctx context.Context, storage storageModule, logger *zap.Logger) (
 			_ = kv.Close()
 			return nil, err
 		}
-		if err := botapi.RegisterJobs(q, st, logger); err != nil {
+		h := &storeHandle{kv: kv, store: st, queue: q}
+		if err := botapi.RegisterJobs(q, st, h.asyncAPI, logger); err != nil {
 			_ = kv.Close()
 			return nil, err
 		}
-		return &storeHandle{kv: kv, store: st, queue: q}, nil
+		subs, err := subscription.RegisterJobs(q)
+		if err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
+		if _, err := botapi.RegisterCron(q, st, botapi.CronOptions{API: h.cronAPI, OnTick: observeCronTick, Logger: logger}); err != nil {
+			_ = kv.Close()
+			return nil, err
+		}
+		h.subs = subs
+		return h, nil
 	})
 	if err != nil {
 		return nil, err

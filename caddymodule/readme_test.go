@@ -20,7 +20,7 @@ func TestReadmeDocumentsEveryConfigField(t *testing.T) {
 	word := func(name string) *regexp.Regexp {
 		return regexp.MustCompile("(^|[\\s.`(])" + regexp.QuoteMeta(name) + "([\\s.`,)]|$)")
 	}
-	for _, v := range []any{App{}, ProjectConfig{}, ClientConfig{}, UserConfig{}, BotConfig{}, Handler{}, IdentityHeaders{}, BadgerStorage{}, PostgresStorage{}, MLLP{}, MLLPRoute{}} {
+	for _, v := range []any{App{}, ProjectConfig{}, ClientConfig{}, UserConfig{}, BotConfig{}, EgressConfig{}, Handler{}, IdentityHeaders{}, BadgerStorage{}, PostgresStorage{}, MLLP{}, MLLPRoute{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			tag := typ.Field(i).Tag.Get("json")

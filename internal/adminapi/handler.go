@@ -214,13 +214,25 @@ func decodeResource(typ string, body []byte) (store.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(res); err != nil {
-		return nil, &store.ValidationError{Field: "body", Message: describeJSONError(err)}
-	}
-	if dec.More() {
-		return nil, &store.ValidationError{Field: "body", Message: "unexpected data after the JSON object"}
+	if sd, ok := res.(store.StrictDecoder); ok {
+		// Its JSON form is not its fields' (a Bot's settings are
+		// extensions): it refuses unknown elements itself.
+		if err := sd.DecodeStrict(body); err != nil {
+			var verr *store.ValidationError
+			if errors.As(err, &verr) {
+				return nil, verr
+			}
+			return nil, &store.ValidationError{Field: "body", Message: describeJSONError(err)}
+		}
+	} else {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(res); err != nil {
+			return nil, &store.ValidationError{Field: "body", Message: describeJSONError(err)}
+		}
+		if dec.More() {
+			return nil, &store.ValidationError{Field: "body", Message: "unexpected data after the JSON object"}
+		}
 	}
 	if got := res.Base().ResourceType; got != "" && got != typ {
 		return nil, &store.ValidationError{Field: "resourceType", Message: fmt.Sprintf("is %q but the path says %q", got, typ)}

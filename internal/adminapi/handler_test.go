@@ -174,6 +174,8 @@ func TestAdminAPIErrors(t *testing.T) {
 		{name: "missing required", method: "POST", path: "/fhirgate/User", contentType: "application/json", body: `{}`, status: 400, textContains: "email"},
 		{name: "duplicate email", method: "POST", path: "/fhirgate/User", contentType: "application/json", body: `{"email":"BOB@example.com"}`, status: 409},
 		{name: "duplicate bot identifier", method: "POST", path: "/fhirgate/Bot", contentType: "application/json", body: `{"name":"c","meta":{"project":"p1"},"identifier":[{"system":"s","value":"v"}]}`, status: 409},
+		{name: "unknown Bot element", method: "POST", path: "/fhirgate/Bot", contentType: "application/json", body: `{"name":"c","meta":{"project":"p1"},"colour":"red"}`, status: 400, textContains: "colour"},
+		{name: "bad Bot schedule", method: "POST", path: "/fhirgate/Bot", contentType: "application/json", body: `{"name":"c","meta":{"project":"p1"},"cronString":"soon"}`, status: 400, textContains: "cronString"},
 		{name: "stale If-Match", method: "PUT", path: "/fhirgate/Project/p1", contentType: "application/json", body: `{"name":"x"}`, headers: []string{"If-Match", `W/"stale"`}, status: 409},
 		{name: "current If-Match", method: "PUT", path: "/fhirgate/Project/p1", contentType: "application/json", body: `{"name":"x"}`, headers: []string{"If-Match", `W/"` + version + `"`}, status: 200},
 		{name: "project in use", method: "DELETE", path: "/fhirgate/Project/p1", status: 409},

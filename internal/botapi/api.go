@@ -1,6 +1,7 @@
 package botapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -45,6 +46,9 @@ type Options struct {
 	// Compiler compiles $deploy's source (*botrunner.Compiler: in a child
 	// process, bounded in time and per project).
 	Compiler deploy.Compiler
+	// Egress serves bots' fetch: each run's requests go through its
+	// project's client (*egress.Egress). Nil: fetch rejects in every bot.
+	Egress Egress
 	// DefaultRuntime is the runtime of bots without a runtimeVersion
 	// (botrunner.RuntimeAWSLambda or RuntimeVMContext). Empty means
 	// botrunner.DefaultRuntime.
@@ -75,17 +79,23 @@ type Options struct {
 	// must keep for bot records to be written; below it they are refused
 	// as at the quota. Zero means DefaultRecordsDiskReserve.
 	RecordsDiskReserve uint64
-	// Queue holds async runs' leases, so that a job whose replica died is
-	// marked failed by another (RegisterJobs must have registered the
-	// lease worker on it). Nil runs async jobs without a lease: for a
-	// store one process has alone, whose restart fails its unfinished jobs
-	// (FailInterruptedJobs).
+	// Queue runs async $execute runs (AsyncKind jobs): any replica sharing
+	// it may run a job another accepted, through the request-less route
+	// (Backends). RegisterJobs must have registered the kind on it. Nil
+	// runs async jobs in this process, on the accepting request's route;
+	// they are lost if the process stops.
 	Queue queue.Queue
-	// AsyncLease is how long an async run's replica may go without
-	// renewing its lease before the job is marked failed. Zero means
-	// DefaultAsyncLease.
-	AsyncLease time.Duration
-	Logger     *zap.Logger
+	// Route names this API's place in the configuration (which site's
+	// gate it serves), stored with each async job so that the replica
+	// that runs it finds the same place (RegisterJobs' apis). Any stable
+	// string; empty is a name too.
+	Route string
+	// Backends gives runs without an HTTP request (RunMessage, queued
+	// async runs) their route to the FHIR backend, acting as the given
+	// identity (gateway.Gateway.BackendFor). Nil: such runs have no
+	// medplum client.
+	Backends func(ctx context.Context, id *oauth.Identity) (*gateway.Backend, error)
+	Logger   *zap.Logger
 	// OnExecute observes every run: outcome ("success", "error",
 	// "timeout", "busy"), run duration and queue wait.
 	OnExecute func(outcome string, run, queueWait time.Duration)
@@ -131,9 +141,6 @@ func New(o Options) (*API, error) {
 	}
 	if o.RecordsDiskReserve == 0 {
 		o.RecordsDiskReserve = DefaultRecordsDiskReserve
-	}
-	if o.AsyncLease <= 0 {
-		o.AsyncLease = DefaultAsyncLease
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -184,6 +191,10 @@ func (a *API) Handler(t gateway.Target) gateway.Operation {
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
 			a.serveBot(w, r, id, t.ID)
 		}
+	case (len(seg) == 3 || len(seg) == 4) && t.ID != "" && seg[2] == "_history":
+		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
+			a.serveBotHistory(w, r, id, t.Base, t.ID, seg[3:])
+		}
 	case len(seg) == 3 && t.Operation == "$deploy":
 		return func(w http.ResponseWriter, r *http.Request, id *oauth.Identity, _ *gateway.Backend) {
 			a.serveDeploy(w, r, id, t.ID)
@@ -191,6 +202,6 @@ func (a *API) Handler(t gateway.Target) gateway.Operation {
 	}
 	// Every Bot path is fhirgate's: the backend knows nothing of bots.
 	return func(w http.ResponseWriter, r *http.Request, _ *oauth.Identity, _ *gateway.Backend) {
-		fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, search, create, update, delete, $deploy and $execute")
+		fhir.WriteOutcome(w, http.StatusNotFound, "fhirgate supports Bot read, vread, _history, search, create, update, delete, $deploy and $execute")
 	}
 }

@@ -105,6 +105,13 @@ func newAPIFixtureOn(t *testing.T, st *store.Store, o Options) *apiFixture {
 	if o.Compiler == nil {
 		o.Compiler = newCompiler(t)
 	}
+	// Runs without a request reach the backend through the gateway's
+	// request-less route, dispatched through the same site.
+	var site http.Handler
+	var gw *gateway.Gateway
+	if o.Backends == nil {
+		o.Backends = func(ctx context.Context, id *oauth.Identity) (*gateway.Backend, error) { return gw.BackendFor(ctx, id) }
+	}
 	var err error
 	f.api, err = New(o)
 	if err != nil {
@@ -112,11 +119,14 @@ func newAPIFixtureOn(t *testing.T, st *store.Store, o Options) *apiFixture {
 	}
 	t.Cleanup(f.api.Shutdown) // before the store closes: cleanups run last first
 
-	gw, err := gateway.New(gateway.Options{FHIRBase: "/fhir/R4", OAuth: auth, Operations: f.api.Handler, SiteOperations: f.api.SiteHandler})
+	gw, err = gateway.New(gateway.Options{FHIRBase: "/fhir/R4", OAuth: auth, Operations: f.api.Handler, SiteOperations: f.api.SiteHandler,
+		Dispatch: gatewaytest.Site(&site)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv = gatewaytest.Serve(t, gw, fhirSrv.URL)
+	site = gatewaytest.Handler(t, gw, fhirSrv.URL)
+	f.srv = httptest.NewServer(site)
+	t.Cleanup(f.srv.Close)
 	return f
 }
 

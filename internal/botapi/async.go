@@ -35,76 +35,92 @@ func wantsAsync(r *http.Request) bool {
 	return strings.TrimSpace(r.Header.Get("Prefer")) == "respond-async"
 }
 
-// startJob records an accepted AsyncJob and answers 202 with its status
-// URL; run then does the work and records the outcome. It reports whether
-// the job started (false: the job could not be recorded, and the error is
-// answered). The job's lease (lease.go) is enqueued before the job is
-// written, so no crash leaves an accepted job without one.
-func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, base string, run func(ctx context.Context) *botrunner.Result) bool {
+// startJob records an accepted AsyncJob for the prepared run p and
+// answers 202 with its status URL. With a queue, the run is an AsyncKind
+// job that any replica may take (asyncqueue.go), enqueued before the
+// AsyncJob is written so that no crash leaves an accepted job that nothing
+// will run; without one it runs here, on the request's route. release
+// lets go of the request body once nothing here needs it.
+func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identity, base string, p *preparedRun, call runCall, release func()) {
 	job := &store.AsyncJob{Status: jobAccepted, Request: requestURL(r), RequestTime: store.FormatTime(time.Now())}
 	job.ID = uuid.Must(uuid.NewV7()).String()
 	job.Meta.Project = id.ProjectID
 	if id.UserID != "" {
 		job.Owner = &store.Reference{Reference: "User/" + id.UserID}
 	}
-	l, err := takeLease(r.Context(), a.o.Queue, job.ID, a.o.AsyncLease)
-	if err != nil {
-		a.writeStoreError(w, err)
-		return false
-	}
-	if _, err := a.o.Store.Put(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
-		l.release(a.o.Logger)
-		a.writeJobRefusal(w, err)
-		return false
-	}
-	statusURL := baseURL(r) + base + "/job/" + job.ID + "/status"
-
-	// The run outlives the request: keep its values (Caddy's per-request
-	// state the backend client needs), drop its cancellation; a shutdown
-	// stops it after its grace.
-	ctx, end := a.life.begin(context.WithoutCancel(r.Context()))
-	go func() {
-		defer end()
-		leaseCtx, stopLease := context.WithCancel(context.Background())
-		kept := make(chan struct{})
-		go func() {
-			defer close(kept)
-			l.keep(leaseCtx, a.o.Logger)
-		}()
-		// After the end is recorded (the deferred calls run in reverse).
-		defer func() {
-			stopLease()
-			<-kept
-			l.release(a.o.Logger)
-		}()
-		defer func() {
-			if p := recover(); p != nil {
-				a.o.Logger.Error("async bot job panicked", zap.String("job", job.ID), zap.Any("panic", p))
-				a.finishJob(job, jobError, outcomeParameter(http.StatusInternalServerError, "the job failed unexpectedly"))
-			}
-		}()
-		res := run(ctx)
-		if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
-			a.finishJob(job, jobError, outcomeParameter(http.StatusServiceUnavailable, why))
+	if a.o.Queue != nil {
+		defer release() // the body is in the queue's job now
+		queued, err := a.enqueueRun(r.Context(), job.ID, p.bot.ID, call)
+		if err != nil {
+			a.writeStoreError(w, err)
 			return
 		}
-		status, output := jobOutput(res, a.o.AsyncResultMax)
-		a.finishJob(job, status, output)
-	}()
-
+		if _, err := a.o.Store.Put(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
+			a.dropQueued(queued)
+			a.writeJobRefusal(w, err)
+			return
+		}
+	} else {
+		if _, err := a.o.Store.Put(r.Context(), job, a.o.recordOptions(jobRetention)); err != nil {
+			release()
+			a.writeJobRefusal(w, err)
+			return
+		}
+		// The run outlives the request: keep its values (Caddy's
+		// per-request state the backend client needs), drop its
+		// cancellation; a shutdown stops it after its grace.
+		go func() {
+			defer release()
+			a.completeJob(context.WithoutCancel(r.Context()), job, func(ctx context.Context) *botrunner.Result {
+				p.started = time.Now()
+				return a.runPrepared(ctx, p)
+			})
+		}()
+	}
+	statusURL := baseURL(r) + base + "/job/" + job.ID + "/status"
 	w.Header().Set("Content-Location", statusURL)
 	out := fhir.NewOutcome(http.StatusAccepted, "Accepted")
 	out.Issue[0].Diagnostics = statusURL
 	fhir.WriteJSON(w, http.StatusAccepted, out)
-	return true
+}
+
+// completeJob runs an accepted job's bot within the API's lifecycle and
+// records its end: the result, or the failure a panic or a shutdown gave it.
+func (a *API) completeJob(parent context.Context, job *store.AsyncJob, run func(ctx context.Context) *botrunner.Result) {
+	ctx, end := a.life.begin(parent)
+	defer end()
+	defer func() {
+		if p := recover(); p != nil {
+			a.o.Logger.Error("async bot job panicked", zap.String("job", job.ID), zap.Any("panic", p))
+			a.finishJob(job, jobError, outcomeParameter(http.StatusInternalServerError, "the job failed unexpectedly"))
+		}
+	}()
+	res := run(ctx)
+	if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
+		a.finishJob(job, jobError, outcomeParameter(http.StatusServiceUnavailable, why))
+		return
+	}
+	status, output := jobOutput(res, a.o.AsyncResultMax)
+	a.finishJob(job, status, output)
+}
+
+// runPrepared runs p for an async job: input the runner refuses once the
+// run holds a slot (after the 202) fails the job with the 400 a
+// synchronous call answers.
+func (a *API) runPrepared(ctx context.Context, p *preparedRun) *botrunner.Result {
+	res, err := a.run(ctx, p)
+	if ierr := fhir.AsError(err); ierr != nil {
+		return &botrunner.Result{Outcome: botrunner.OutcomeError, Message: ierr.Message}
+	}
+	return res
 }
 
 // finishJob records a job's end. A result the store refuses (the project
 // is at its quota of bot records, or the disk at its reserve) fails the
 // job instead, with a short outcome written past the quota, so its poller
 // learns why rather than waiting forever. The write is conditional on the
-// accepted version: a job whose lease ran out meanwhile (its replica was
-// taken for dead) keeps the failure it was given.
+// accepted version: a job that ended otherwise meanwhile keeps the end it
+// was given.
 func (a *API) finishJob(job *store.AsyncJob, status string, output map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -124,7 +140,7 @@ func (a *API) finishJob(job *store.AsyncJob, status string, output map[string]an
 		_, err = a.o.Store.Put(ctx, job, store.PutOptions{TTL: jobRetention, IfMatch: accepted})
 	}
 	if errors.Is(err, store.ErrConflict) {
-		a.o.Logger.Warn("async job ended by its lease before its run recorded the end", zap.String("job", job.ID))
+		a.o.Logger.Warn("async job ended otherwise before its run recorded the end", zap.String("job", job.ID))
 		return
 	}
 	if err != nil {
@@ -259,34 +275,6 @@ func mayReadJob(job *store.AsyncJob, id *oauth.Identity) bool {
 		return true
 	}
 	return job.Owner != nil && id.UserID != "" && job.Owner.Reference == "User/"+id.UserID
-}
-
-// FailInterruptedJobs marks jobs left accepted or active by a process that
-// stopped (a crash or restart) as failed, so pollers get an answer instead
-// of waiting forever. Call it once when the store is first opened, never on
-// a config reload: the previous config's jobs are still running then. It is
-// for a store that one process has alone (Badger): on a shared store the
-// other replicas' jobs are live, and a dead replica's are failed by their
-// lease (lease.go).
-func FailInterruptedJobs(ctx context.Context, st *store.Store) (int, error) {
-	jobs, err := store.Search[store.AsyncJob](ctx, st, store.Filter{Limit: 100000})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, job := range jobs {
-		if job.Status != jobAccepted && job.Status != "active" {
-			continue
-		}
-		job.Status = jobError
-		job.TransactionTime = store.FormatTime(time.Now())
-		job.Output = outcomeParameter(http.StatusInternalServerError, "the gateway restarted before the job finished")
-		if _, err := st.Put(ctx, job, store.PutOptions{IfMatch: job.Meta.VersionID, TTL: jobRetention}); err != nil {
-			return n, fmt.Errorf("failing interrupted job %s: %w", job.ID, err)
-		}
-		n++
-	}
-	return n, nil
 }
 
 // requestURL is the full URL of the request as the client made it.

@@ -147,45 +147,6 @@ func TestJobStatusWhileRunning(t *testing.T) {
 	}
 }
 
-// TestFailInterruptedJobs: jobs a stopped process left accepted or active
-// are failed with an outcome that says why; ended jobs are untouched.
-func TestFailInterruptedJobs(t *testing.T) {
-	t.Parallel()
-	f := newAPIFixture(t, Options{})
-	ctx := context.Background()
-	jobs := map[string]*store.AsyncJob{}
-	for _, status := range []string{"accepted", "active", "completed", "error"} {
-		job := &store.AsyncJob{Status: status, Request: "r", Output: map[string]any{"resourceType": "Parameters", "kept": status}}
-		job.Meta.Project = f.project.ID
-		f.mustCreate(t, job)
-		jobs[status] = job
-	}
-	n, err := FailInterruptedJobs(ctx, f.st)
-	if err != nil || n != 2 {
-		t.Fatalf("FailInterruptedJobs = %d, %v; want 2", n, err)
-	}
-	for status, job := range jobs {
-		got, err := store.Get[store.AsyncJob](ctx, f.st, job.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(got.Output)
-		switch status {
-		case "accepted", "active":
-			if got.Status != "error" || got.TransactionTime == "" || !strings.Contains(string(b), "restarted before the job finished") {
-				t.Errorf("interrupted %s job: %s %s", status, got.Status, b)
-			}
-		default:
-			if got.Status != status || got.Meta.VersionID != job.Meta.VersionID || !strings.Contains(string(b), `"kept":"`+status+`"`) {
-				t.Errorf("ended %s job was changed: %s %s", status, got.Status, b)
-			}
-		}
-	}
-	if n, err := FailInterruptedJobs(ctx, f.st); err != nil || n != 0 {
-		t.Errorf("a second pass failed %d jobs, %v", n, err)
-	}
-}
-
 // TestJobOutputShapes pins how a run's result becomes the job's output:
 // Medplum's Parameters with responseBody as a string, a boolean as
 // valueBoolean, an OperationOutcome as the outcome parameter, and a

@@ -148,9 +148,13 @@ func (w *auditWriter) logInstead(ev *store.AuditEvent, err error) {
 	if ce == nil {
 		return
 	}
+	ce.Write(append([]zap.Field{zap.String("reason", reason), zap.Error(err)}, auditFields(ev)...)...)
+}
+
+// auditFields are the log fields of an event: every field but the console
+// output and error message (outcomeDesc).
+func auditFields(ev *store.AuditEvent) []zap.Field {
 	fields := []zap.Field{
-		zap.String("reason", reason),
-		zap.Error(err),
 		zap.String("project", ev.Meta.Project),
 		zap.String("type", ev.Type.Code),
 		zap.String("outcome", ev.Outcome),
@@ -178,12 +182,14 @@ func (w *auditWriter) logInstead(ev *store.AuditEvent, err error) {
 			}
 		}
 	}
-	ce.Write(fields...)
+	return fields
 }
 
 // auditEntry builds the AuditEvent of a run in Medplum's shape, or nil when
-// the bot's auditEventTrigger says this run is not recorded.
-func auditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time) *store.AuditEvent {
+// the bot's auditEventTrigger says this run is not recorded. Its entities
+// are the bot, then entity (what the run was about, such as the
+// Subscription that triggered it).
+func auditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time, entity ...store.Reference) *store.AuditEvent {
 	failed := res.Outcome != botrunner.OutcomeSuccess
 	switch bot.AuditEventTrigger {
 	case "never":
@@ -214,6 +220,9 @@ func auditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, trace
 				{URL: "outcome", ValueCode: res.Outcome.String()},
 			},
 		}},
+	}
+	for _, e := range entity {
+		ev.Entity = append(ev.Entity, store.AuditEventEntity{What: e})
 	}
 	if failed {
 		ev.Outcome = "4"

@@ -9,14 +9,14 @@ import (
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// TestBotReachesTheBackendAsTheCaller: a bot's medplum client reads and
-// writes the FHIR backend through the gateway, as the user who ran the
-// bot (the gateway's identity headers, no bearer token of theirs) and
-// carrying the run's trace id, which is the caller's X-Trace-Id.
+// TestBotReachesTheBackendAsTheCaller: a runAsUser bot's medplum client
+// reads and writes the FHIR backend through the gateway, as the user who
+// ran the bot (the gateway's identity headers, no bearer token of theirs)
+// and carrying the run's trace id, which is the caller's X-Trace-Id.
 func TestBotReachesTheBackendAsTheCaller(t *testing.T) {
 	t.Parallel()
 	f := newAPIFixture(t, Options{})
-	bot := f.deployBot(t, &store.Bot{Name: "charting"}, `exports.handler = async (medplum, event) => {
+	bot := f.deployBot(t, &store.Bot{Name: "charting", RunAsUser: true}, `exports.handler = async (medplum, event) => {
   const p = await medplum.readResource('Patient', 'p1');
   const o = await medplum.createResource({ resourceType: 'Observation', status: 'final', subject: { reference: 'Patient/p1' } });
   let missing;
@@ -73,7 +73,7 @@ func TestBotCallsBot(t *testing.T) {
 	theirs := &store.Bot{Name: "theirs"}
 	theirs.Meta.Project = other.ID
 	f.mustCreate(t, theirs)
-	caller := f.deployBot(t, &store.Bot{Name: "caller"}, `exports.handler = async (medplum, event) => {
+	caller := f.deployBot(t, &store.Bot{Name: "caller", RunAsUser: true}, `exports.handler = async (medplum, event) => {
   const byId = await medplum.executeBot('`+callee.ID+`', { x: 1 }, 'application/json');
   const byIdentifier = await medplum.executeBot({ system: 'https://ex.org/bots', value: 'callee' }, { x: 2 }, 'application/json');
   let theirs;

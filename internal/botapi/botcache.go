@@ -11,14 +11,17 @@ import (
 const botCacheSize = 4096
 
 // botInputTypes are the record types a resolved bot is made of: the Bot
-// itself and its Project (whose secrets the run receives).
-var botInputTypes = []string{"Bot", "Project"}
+// itself, its Project (whose secrets the run receives) and its membership
+// (its scope).
+var botInputTypes = []string{"Bot", "Project", "ProjectMembership"}
 
-// resolvedBot is what a run needs from the store: the bot and the secrets
-// it sees. It is shared between runs and must not be modified.
+// resolvedBot is what a run needs from the store: the bot, the secrets
+// it sees and its membership (nil: it has none). It is shared between
+// runs and must not be modified.
 type resolvedBot struct {
 	bot     *store.Bot
 	secrets map[string]botrunner.Secret
+	member  *store.ProjectMembership
 	changes uint64 // store.Changes(botInputTypes...) before the reads
 }
 

@@ -211,10 +211,13 @@ func (a *API) readBot(w http.ResponseWriter, r *http.Request) (*store.Bot, bool)
 	if !ok {
 		return nil, false
 	}
-	bot := new(store.Bot)
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(bot); err != nil {
+	bot, err := store.DecodeBot(body)
+	if err != nil {
+		var verr *store.ValidationError
+		if errors.As(err, &verr) {
+			fhir.WriteOutcome(w, http.StatusBadRequest, "the body is not a valid Bot: "+verr.Error(), verr.Field)
+			return nil, false
+		}
 		fhir.WriteOutcome(w, http.StatusBadRequest, "the body is not a valid Bot: "+err.Error())
 		return nil, false
 	}

@@ -41,9 +41,11 @@ type runCall struct {
 	// header holds the request headers the bot's event sees.
 	header  http.Header
 	traceID string
-	// asBot runs the bot as itself (requester Bot/{id}) instead of as id,
-	// which then only says the project.
+	// asBot says there is no caller (an MLLP message, a cron tick): the
+	// bot is its own requester (Bot/{id}) and id only says the project.
 	asBot bool
+	// entity is what the AuditEvent names after the bot (Message.Entity).
+	entity []store.Reference
 	// fhirBase is the gateway's FHIR base URL the request came through,
 	// absolute and ending in '/' (the bot's medplum.fhirUrl); "" when unknown.
 	fhirBase string
@@ -57,6 +59,11 @@ type preparedRun struct {
 	req     botrunner.Request
 	traceID string
 	started time.Time
+	entity  []store.Reference
+	// backend is the run's route to the FHIR backend (nil: none), where an
+	// auditEventDestination "resource" writes the AuditEvent.
+	backend *gateway.Backend
+	fetch   *botrunner.HTTPFetcher // nil without egress
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -87,20 +94,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 			fhir.WriteError(w, ferr)
 			return
 		}
-		accepted := a.startJob(w, r, id, base, func(ctx context.Context) *botrunner.Result {
-			defer releaseBody()
-			p.started = time.Now()
-			res, err := a.run(ctx, p)
-			if ierr := fhir.AsError(err); ierr != nil {
-				// Parsed once the run holds a slot, so after the 202: the job fails
-				// with the 400 the synchronous call answers.
-				return &botrunner.Result{Outcome: botrunner.OutcomeError, Message: ierr.Message}
-			}
-			return res
-		})
-		if !accepted {
-			releaseBody()
-		}
+		a.startJob(w, r, id, base, p, call, releaseBody)
 		return
 	}
 	defer releaseBody()
@@ -177,15 +171,23 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		a.o.Logger.Error("loading bot code", zap.String("bot", bot.ID), zap.Error(err))
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's code failed")
 	}
-	id := call.id
+	// id is who asked for the run (event.requester, the AuditEvent's
+	// agent, the fair share); runAs is whom its medplum calls act as.
+	id, runAs := call.id, botIdentity(bot, found.member)
 	if call.asBot {
-		id = &oauth.Identity{ProjectID: id.ProjectID, Profile: "Bot/" + bot.ID}
+		id = runAs
+	}
+	if bot.RunAsUser {
+		runAs = id
+	}
+	if runAs.Profile == "Bot/"+bot.ID && found.member != nil && !found.member.IsActive() {
+		return nil, fhir.NewError(http.StatusForbidden, fmt.Sprintf("Bot/%s's membership is inactive: it cannot run as itself", bot.ID))
 	}
 	req := botrunner.Request{
 		CacheKey:      key,
 		Code:          code,
 		Filename:      bot.ExecutableCode.Title,
-		Runtime:       cmp.Or(bot.RuntimeVersion, a.o.DefaultRuntime),
+		Runtime:       cmp.Or(bot.Runtime(), a.o.DefaultRuntime),
 		BotID:         bot.ID,
 		MaxConcurrent: bot.MaxConcurrent,
 		Project:       id.ProjectID,
@@ -208,10 +210,15 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
-	if call.backend != nil {
-		req.Medplum = medplumClient{api: a, id: id, backend: call.backend, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase}
+	be := a.backendFor(ctx, call.backend, runAs)
+	if be != nil {
+		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase}
 	}
-	return &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now()}, nil
+	p := &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be, fetch: a.newFetcher(id.ProjectID)}
+	if p.fetch != nil {
+		p.req.Fetch = p.fetch
+	}
+	return p, nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -231,7 +238,10 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	a.audit.record(auditEntry(p.bot, p.id, res, p.traceID, p.started))
+	ev := auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...)
+	addFetches(ev, p.fetch)
+	a.sendAudit(ctx, p.bot, p.backend, ev)
+	a.audit.record(ev)
 	return res, err
 }
 
@@ -264,7 +274,12 @@ func (a *API) findBot(ctx context.Context, id *oauth.Identity, bk botKey) (*reso
 		a.o.Logger.Error("loading bot secrets", zap.String("bot", bot.ID), zap.Error(err))
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's secrets failed")
 	}
-	e := &resolvedBot{bot: bot, secrets: secrets, changes: changes}
+	member, err := botMembership(ctx, a.o.Store, bot)
+	if err != nil {
+		a.o.Logger.Error("loading bot membership", zap.String("bot", bot.ID), zap.Error(err))
+		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's membership failed")
+	}
+	e := &resolvedBot{bot: bot, secrets: secrets, member: member, changes: changes}
 	a.bots.put(k, e)
 	return e, nil
 }

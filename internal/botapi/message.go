@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/store"
 )
 
-// Message is a bot's input that arrived outside HTTP, such as an HL7 v2
-// message over MLLP: there is no caller, so the bot runs as itself.
+// Message is a bot's input that arrived outside HTTP: an HL7 v2 message
+// over MLLP, a Subscription's resource, a cron tick.
 type Message struct {
 	// Project is the project whose bot runs.
 	Project string
@@ -23,23 +25,40 @@ type Message struct {
 	// Header holds what the bot's event.headers show (nil: none).
 	Header  http.Header
 	TraceID string
+	// Caller is whom a bot with runAsUser runs as, and the run's
+	// requester: for a Subscription run, the writer of the resource. Nil
+	// (MLLP, cron) means there is none: the bot runs as itself, whatever
+	// its runAsUser, and is its own requester. A bot without runAsUser
+	// runs as itself in any case. Its project must be Project.
+	Caller *oauth.Identity
+	// Entity lists what the run's AuditEvent names after the bot, as
+	// Medplum's does: for a Subscription run, the Subscription and the
+	// resource that triggered it.
+	Entity []store.Reference
 }
 
 // RunMessage runs the bot m names on m's input, exactly as $execute runs it
-// (the same runtimes, limits, fair shares, metrics and AuditEvent), as the
-// bot itself: event.requester and the AuditEvent's agent are Bot/{id}.
-// Such a run has no backend route of its own yet, so the bot's medplum
-// calls are refused with a clear outcome. The error is a *fhir.Error to
-// answer instead of a result (bot not found, input refused, runs busy,
-// stopped by a shutdown), or ctx's.
+// (the same runtimes, limits, fair shares, metrics and AuditEvent). With
+// no Caller it runs as the bot itself: event.requester and the AuditEvent's
+// agent are Bot/{id}. Its medplum calls reach the backend through the
+// request-less route (Options.Backends) as the identity it runs as. The
+// error is a *fhir.Error to answer instead of a result (bot not found,
+// input refused, runs busy, stopped by a shutdown), or ctx's.
 func (a *API) RunMessage(ctx context.Context, m Message) (*botrunner.Result, error) {
 	call := runCall{
 		id:          &oauth.Identity{ProjectID: m.Project},
-		asBot:       true,
+		asBot:       m.Caller == nil,
 		contentType: m.ContentType,
 		body:        m.Body,
 		header:      m.Header,
 		traceID:     m.TraceID,
+		entity:      m.Entity,
+	}
+	if m.Caller != nil {
+		if m.Caller.ProjectID != m.Project {
+			return nil, fhir.NewError(http.StatusForbidden, "the caller is not a member of the bot's project")
+		}
+		call.id = m.Caller
 	}
 	if call.header == nil {
 		call.header = http.Header{}

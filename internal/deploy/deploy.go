@@ -49,10 +49,10 @@ func Deploy(ctx context.Context, st *store.Store, c Compiler, botID, filename, c
 	if err != nil {
 		return nil, fmt.Errorf("loading bot %s: %w", botID, err)
 	}
-	if bot.RuntimeVersion != "" && !slices.Contains(store.BotRuntimes, bot.RuntimeVersion) {
+	if bot.RuntimeVersion != "" && !slices.Contains(store.KnownBotRuntimes, bot.RuntimeVersion) {
 		// Stored before the value was checked; the bot could not be written back.
 		return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("Bot/%s has runtimeVersion '%s', which is not one of %s: update the bot first",
-			botID, bot.RuntimeVersion, strings.Join(store.BotRuntimes, ", "))}
+			botID, bot.RuntimeVersion, strings.Join(store.KnownBotRuntimes, ", "))}
 	}
 	filename = path.Base(filename)
 	if same, err := sameSource(ctx, st, bot, filename, code); err != nil || same {

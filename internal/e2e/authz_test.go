@@ -175,10 +175,11 @@ func TestAuthorizationAtTheGate(t *testing.T) {
 	}
 }
 
-// TestAuthorizationBotCalls: a bot's FHIR calls follow the caller's
-// scopes; $execute needs r on Bot.
+// TestAuthorizationBotCalls: the FHIR calls of a bot that runs as its
+// caller (runAsUser) follow the caller's scopes; $execute needs r on Bot.
 func TestAuthorizationBotCalls(t *testing.T) {
 	s := startStack(t, "")
+	s.setRunAsUser(t, s.botID(t, "alpha", "https://example.com/bots|fhirclient"))
 	u := s.gateway + "/fhir/R4/Bot/$execute?identifier=" + url.QueryEscape("https://example.com/bots|fhirclient")
 	run := func(scope string) response {
 		t.Helper()

@@ -62,7 +62,7 @@ export async function handler(medplum: MedplumClient, event: BotEvent): Promise<
 		{"other project's bot read", "GET", base + "/" + id, "", bob, 404},
 		{"other project's bot deploy", "POST", base + "/" + id + "/$deploy", `{"code":"x"}`, bob, 404},
 		{"other project's bot delete", "DELETE", base + "/" + id, "", bob, 404},
-		{"unsupported sub-path", "GET", base + "/" + id + "/_history", "", alice, 404},
+		{"unsupported sub-path", "GET", base + "/" + id + "/_history/1/x", "", alice, 404},
 		{"no token", "GET", base, "", nil, 401},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +89,7 @@ export async function handler(medplum: MedplumClient, event: BotEvent): Promise<
 
 // TestAsyncExecuteAndRestart runs a bot with Prefer: respond-async, polls
 // the job, and checks a job cut off by a crash is reported failed after
-// the restart instead of being lost.
+// the restart (the queue rescues it) instead of being lost or run again.
 func TestAsyncExecuteAndRestart(t *testing.T) {
 	s := startStack(t, "bot_timeout 30s")
 	alice := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
@@ -120,7 +120,7 @@ func TestAsyncExecuteAndRestart(t *testing.T) {
 	s.kill()
 	s.start(s.config)
 	job = pollJob(t, stuck, alice, "error")
-	if !strings.Contains(mustJSON(t, job["output"]), "restarted") {
+	if !strings.Contains(mustJSON(t, job["output"]), "not run again") {
 		t.Fatalf("interrupted job output %v", job["output"])
 	}
 }

@@ -62,6 +62,12 @@ var hostileBots = []struct {
 // code to it.
 func deployBot(t *testing.T, s *stack, auth []string, name, code string, timeout int) string {
 	t.Helper()
+	return deployBotFile(t, s, auth, name, "index.js", code, timeout)
+}
+
+// deployBotFile is deployBot with the filename $deploy gets (".ts" for TypeScript).
+func deployBotFile(t *testing.T, s *stack, auth []string, name, filename, code string, timeout int) string {
+	t.Helper()
 	bot := map[string]any{"resourceType": "Bot", "name": name}
 	if timeout > 0 {
 		bot["timeout"] = timeout
@@ -71,7 +77,7 @@ func deployBot(t *testing.T, s *stack, auth []string, name, code string, timeout
 		t.Fatalf("create %s: %d %s", name, r.status, r.body)
 	}
 	id := r.json(t)["id"].(string)
-	r = do(t, "POST", s.gateway+"/fhir/R4/Bot/"+id+"/$deploy", "application/json", mustJSON(t, map[string]string{"code": code, "filename": "index.js"}), auth...)
+	r = do(t, "POST", s.gateway+"/fhir/R4/Bot/"+id+"/$deploy", "application/json", mustJSON(t, map[string]string{"code": code, "filename": filename}), auth...)
 	if r.status != 200 {
 		t.Fatalf("deploy %s: %d %s", name, r.status, r.body)
 	}
@@ -197,7 +203,7 @@ func TestBotIsolationContainsHostileBots(t *testing.T) {
 	}
 
 	t.Run("the sandbox has no host objects", func(t *testing.T) {
-		id := deployBot(t, s, auth, "probe", `exports.handler = () => ['process', 'require', 'fetch', 'Buffer', 'XMLHttpRequest', 'WebSocket', 'Deno', 'Bun', 'setTimeout', 'global']
+		id := deployBot(t, s, auth, "probe", `exports.handler = () => ['process', 'require', 'fetch', 'XMLHttpRequest', 'WebSocket', 'Deno', 'Bun', 'global']
   .filter((name) => typeof globalThis[name] !== 'undefined')`, 0)
 		if r := do(t, "POST", execute(id), "application/json", `{}`, auth...); r.status != 200 || string(r.body) != "[]" {
 			t.Fatalf("host objects in the sandbox: %d %s", r.status, r.body)

@@ -9,8 +9,9 @@ import (
 
 // TestBotUsesTheFHIRBackend is issue 5's acceptance test: a bot reads a
 // Patient from the backend behind the gateway, creates an Observation in
-// it, and returns the result; the backend sees the caller's identity and
-// the run's trace id, never the caller's token.
+// it, and returns the result; the backend sees the bot's own identity
+// (Bot/{id}: it runs as itself, as Medplum's bots do by default) and the
+// run's trace id, never the caller's token.
 func TestBotUsesTheFHIRBackend(t *testing.T) {
 	s := startStack(t, "")
 	alice := s.token(t, "alpha-app", "alice-token")
@@ -37,7 +38,7 @@ func TestBotUsesTheFHIRBackend(t *testing.T) {
 		t.Fatalf("backend saw %d requests: %v", len(reqs), reqs)
 	}
 	for _, req := range reqs {
-		if req.Header.Get("X-Fhirgate-Profile") != "Practitioner/alice" || req.Header.Get("X-Fhirgate-Project") != "alpha" {
+		if req.Header.Get("X-Fhirgate-Profile") != "Bot/"+s.botID(t, "alpha", "https://example.com/bots|fhirclient") || req.Header.Get("X-Fhirgate-Project") != "alpha" {
 			t.Fatalf("identity headers %v", req.Header)
 		}
 		if req.Header.Get("X-Trace-Id") != "7b2e1f5e-3c1d-4c55-9d8e-1a2b3c4d5e6f" {

@@ -131,14 +131,14 @@ func startMedplumStack(t *testing.T) *stack {
 	return startStack(t, "")
 }
 
-// runNode runs one interop script with the given Node.js binary and
-// environment. The script prints "ok - …" or "FAIL - …: why" per check and
-// exits non-zero on failure.
-func runNode(t *testing.T, node, script string, env []string) {
+// runNode runs one interop script with the given Node.js binary,
+// environment and arguments. The script prints "ok - …" or "FAIL - …: why"
+// per check and exits non-zero on failure.
+func runNode(t *testing.T, node, script string, env []string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	cmd.Dir = medplumDir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 5 * time.Second

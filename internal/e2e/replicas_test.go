@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -69,12 +70,20 @@ type replicaPair struct {
 	pgReal  string // the server's
 	idp     string
 	backend *backend
+	dsn     string // the shared schema's, for looking at River's jobs
 }
 
 func startReplicaPair(t *testing.T) *replicaPair {
 	t.Helper()
+	return startReplicaPairWith(t, replicaCaddyfile, "")
+}
+
+// startReplicaPairWith starts the pair on another template; backendURL,
+// when set, is the FHIR backend instead of a recording one.
+func startReplicaPairWith(t *testing.T, tmpl, backendURL string) *replicaPair {
+	t.Helper()
 	dsn := pgkvtest.DSN(t)
-	rp := &replicaPair{t: t, pgAddr: pgkvtest.FreeAddr(t)}
+	rp := &replicaPair{t: t, pgAddr: pgkvtest.FreeAddr(t), dsn: dsn}
 	var proxied string
 	proxied, rp.pgReal = pgkvtest.ViaProxy(t, dsn, rp.pgAddr)
 	rp.proxy = pgkvtest.StartProxy(t, rp.pgAddr, rp.pgReal)
@@ -85,8 +94,8 @@ func startReplicaPair(t *testing.T) *replicaPair {
 	rp.idp, rp.backend = idp.URL, newBackend(t)
 	testdata, _ := filepath.Abs("testdata")
 	start := func() *stack {
-		cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: rp.idp, Backend: rp.backend.URL, Testdata: testdata}
-		path := writeCaddyfile(t, t.TempDir(), replicaCaddyfile, cfg)
+		cfg := stackConfig{Admin: freePort(t), Gateway: freePort(t), IdP: rp.idp, Backend: cmp.Or(backendURL, rp.backend.URL), Testdata: testdata}
+		path := writeCaddyfile(t, t.TempDir(), tmpl, cfg)
 		p := startCaddy(t, path, cfg.Admin, "FHIRGATE_POSTGRES_DSN="+proxied)
 		return &stack{caddyProc: p, config: path, gateway: "http://localhost:" + strconv.Itoa(cfg.Gateway), idp: idp, backend: rp.backend}
 	}
@@ -161,6 +170,10 @@ func TestReplicasShareOnePostgreSQL(t *testing.T) {
 		})
 	})
 
+	t.Run("async $execute accepted on A, run by the queue, polled on B", func(t *testing.T) {
+		rp.asyncAcrossReplicas(t, echo, alice)
+	})
+
 	t.Run("keys rotated on A verify on B", func(t *testing.T) {
 		if out, err := a.cli("fhirgate", "keys", "rotate", "--address", a.adminAddr); err != nil {
 			t.Fatalf("keys rotate on A: %v %s", err, out)
@@ -193,11 +206,20 @@ func TestReplicasShareOnePostgreSQL(t *testing.T) {
 		if r := do(t, "GET", b.gateway+patient, "", "", bearer(bob)...); r.status != 200 {
 			t.Fatalf("bob before: %d", r.status)
 		}
+		b.token(t, "alpha-app", "bob-token") // B's token endpoint now holds bob's client, user and membership
+		exchange := url.Values{
+			"grant_type": {"urn:ietf:params:oauth:grant-type:token-exchange"}, "client_id": {"alpha-app"},
+			"subject_token": {"bob-token"}, "subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		}.Encode()
 		m := a.membershipOf(t, "Practitioner/bob")
 		m["active"] = false
+		start := time.Now()
 		a.adminCall(t, "PUT", "/fhirgate/ProjectMembership/"+m["id"].(string), mustJSON(t, m))
-		within(t, "B refusing the membership deactivated on A", time.Now(), staleness, func() bool {
+		within(t, "B refusing the membership deactivated on A", start, staleness, func() bool {
 			return do(t, "GET", b.gateway+patient, "", "", bearer(bob)...).status == 401
+		})
+		within(t, "B's token endpoint refusing the membership deactivated on A", start, staleness, func() bool {
+			return do(t, "POST", b.gateway+"/oauth2/token", "application/x-www-form-urlencoded", exchange).status == 400
 		})
 	})
 

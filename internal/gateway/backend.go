@@ -23,10 +23,14 @@ const maxBackendResponse = 16 << 20
 // reverse_proxy) as the authenticated caller: the same identity headers,
 // the same upstream credentials, the same proxy settings as a request the
 // caller made directly. fhirgate's own operations use it to reach the FHIR
-// backend without a second configuration of where it is.
+// backend without a second configuration of where it is. A Backend from
+// BackendFor has no request: each call is carried through the site's
+// handler chain (backend_route.go).
 type Backend struct {
-	g    *Gateway
-	id   *oauth.Identity
+	g  *Gateway
+	id *oauth.Identity
+	// orig and next are the request the Backend's calls are made from and
+	// the handler after the gate; both nil for a request-less Backend.
 	orig *http.Request
 	next Next
 	// authorized: every request is decided against the caller's scopes
@@ -43,7 +47,8 @@ type BackendResponse struct {
 
 // Do sends one request. path is relative to the FHIR base and escaped, e.g.
 // "Patient/123". ctx must descend from the original request's context (it
-// carries Caddy's per-request state); it may outlive the request itself.
+// carries Caddy's per-request state), if there is one; it may outlive the
+// request itself.
 // For fhirgate's operations (bots) the request is first authorized against
 // the caller's scopes: a refusal is answered as the gate answers it (403
 // OperationOutcome) and never reaches the backend.
@@ -55,7 +60,11 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 	if !ok {
 		return denied, nil
 	}
+	watch := b.watchBackendWrite(ctx, method, path, query.Encode(), body, header)
 	resp, err := b.do(ctx, method, path, query, body, header)
+	if watch != nil && err == nil && resp.Status >= 200 && resp.Status < 300 {
+		watch.Done(ctx, resp, false)
+	}
 	if err != nil || check == nil || resp.Status < 200 || resp.Status >= 300 {
 		return resp, err
 	}
@@ -67,6 +76,9 @@ func (b *Backend) Do(ctx context.Context, method, path string, query url.Values,
 
 // do sends one request as Do describes, without authorizing it.
 func (b *Backend) do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*BackendResponse, error) {
+	if b.orig == nil {
+		return b.doCarried(ctx, method, path, query, body, header)
+	}
 	rawPath := b.g.o.FHIRBase + "/" + strings.TrimPrefix(path, "/")
 	if path == "" {
 		rawPath = b.g.o.FHIRBase

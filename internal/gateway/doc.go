@@ -29,6 +29,13 @@
 // resource is read and checked first. A bot's FHIR calls through Backend
 // are authorized the same way.
 //
+// A run with no request of its own (an MLLP message, a queued async
+// $execute) gets its Backend from BackendFor: each call is carried through
+// the site's handler chain (Options.Dispatch) to this Gateway, which runs
+// it as a request's call, authorized as the given identity. The carrier is
+// marked in the request's context, never in a header, so nothing from
+// outside can pose as one (backend_route.go).
+//
 // Last, Options.BackendTenant keeps projects apart on a shared backend:
 // TenantPath sends the request into {base}/{project}/, a path built from
 // the Target and refused (400) when any reading of a segment could leave

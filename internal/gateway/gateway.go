@@ -132,6 +132,16 @@ type Options struct {
 	// module can set placeholders.
 	OnAuthenticated func(r *http.Request, id *oauth.Identity)
 
+	// Writes, when set, is told of every write the gate passes to the
+	// backend (Subscriptions).
+	Writes WriteHook
+
+	// Dispatch sends a request through the site's whole handler chain, as
+	// if it had arrived from a client; it is how a run with no request of
+	// its own reaches the backend (BackendFor, backend_route.go). It must
+	// route the request to this Gateway. Nil: BackendFor fails.
+	Dispatch func(w http.ResponseWriter, r *http.Request)
+
 	// AllowedOperations are $operations authorized beyond the built-in
 	// table (internal/authz), by name with its "$", each with the
 	// permissions it needs on its path's type ("r", "rs"). Any other
@@ -239,6 +249,9 @@ func New(o Options) (*Gateway, error) {
 // Serve handles one request, calling next for everything fhirgate does not
 // answer itself.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
+	if g.serveCarrier(w, r, next) {
+		return nil
+	}
 	// Never let a client supply identity or override headers, whatever the
 	// path: an X-Original-URL on a request outside the base would route it
 	// into the base at a backend that honours it.
@@ -322,6 +335,10 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 			return nil
 		}
 	}
+	w, watchDone, ok := g.watchWrite(w, r, id, target, next)
+	if !ok {
+		return nil
+	}
 	tw, tenantDone, err := g.toTenant(w, r, target, id.ProjectID)
 	if err != nil {
 		fhir.WriteOutcome(w, http.StatusBadRequest, err.Error())
@@ -330,6 +347,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		err = next(tw, r)
 		tenantDone()
 	}
+	watchDone()
 	if err != nil || finish == nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func (s *Server) authenticateClient(ctx context.Context, id, secret string) (*st
 
 // loadClient returns an active client, or invalid_client.
 func (s *Server) loadClient(ctx context.Context, id, secret string) (*store.ClientApplication, *Error) {
-	client, err := store.Get[store.ClientApplication](ctx, s.o.Store, id)
+	client, err := s.client(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		// Spend a hash as for a known client so that response time does not
 		// reveal which client ids exist.

@@ -26,7 +26,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "no_subject",
 				"the identity provider returned no sub claim")
 		}
-		m, err := s.o.Store.MembershipByExternalID(ctx, project, info.Sub)
+		m, err := s.membershipBySubject(ctx, project, info.Sub)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil, noMatch()
 		}
@@ -51,7 +51,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 			return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "email_unverified",
 				"the identity provider says the email is not verified")
 		}
-		u, err := s.o.Store.UserByEmail(ctx, info.Email)
+		u, err := s.userByEmail(ctx, info.Email)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil, noMatch()
 		}
@@ -59,7 +59,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 			return nil, nil, storeFailure("finding user", err)
 		}
 		user = u
-		ms, err := s.o.Store.MembershipsByProjectUser(ctx, project, u.ID)
+		ms, err := s.membershipsOf(ctx, project, u.ID)
 		if err != nil {
 			return nil, nil, storeFailure("finding membership", err)
 		}
@@ -74,7 +74,7 @@ func (s *Server) match(ctx context.Context, client *store.ClientApplication, inf
 		return nil, nil, oauthErr(http.StatusBadRequest, errInvalidGrant, "membership_inactive", "the membership is not active")
 	}
 	if user == nil {
-		u, err := store.Get[store.User](ctx, s.o.Store, refID(m.User.Reference))
+		u, err := s.user(ctx, refID(m.User.Reference))
 		if err != nil {
 			return nil, nil, storeFailure("loading user", err)
 		}

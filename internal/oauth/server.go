@@ -51,9 +51,10 @@ type Options struct {
 	RefreshTokenTTL time.Duration
 
 	// SessionCacheTTL is how long Authenticate reuses a sign-in's Login and
-	// membership before reading them again; a write of either through the
-	// store (on this replica, or on another one sharing PostgreSQL) takes
-	// effect at once regardless. Zero means DefaultSessionCacheTTL;
+	// membership, and the token endpoint a client, a user by email and a
+	// user's memberships, before reading them again; a write of any of them
+	// through the store (on this replica, or on another one sharing
+	// PostgreSQL) takes effect at once regardless. Zero means DefaultSessionCacheTTL;
 	// negative disables the cache.
 	SessionCacheTTL time.Duration
 
@@ -79,6 +80,8 @@ type Server struct {
 	keys *clientKeys
 	// basic caches identities of Basic credentials (basic.go).
 	basic *basicCache
+	// reads caches the token endpoint's store reads (readcache.go).
+	reads exchangeReads
 }
 
 // New returns a Server.
@@ -107,6 +110,7 @@ func New(o Options) (*Server, error) {
 	return &Server{
 		o: o, sessions: newSessionCache(o.SessionCacheTTL, o.Now), secrets: newSecretMemo(),
 		keys: newClientKeys(o.Now), basic: newBasicCache(o.SessionCacheTTL, o.Now),
+		reads: newExchangeReads(o.SessionCacheTTL, o.Now),
 	}, nil
 }
 

@@ -33,6 +33,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -243,6 +244,17 @@ func (o KindOptions) WithDefaults() KindOptions {
 // TickKey is the unique key of a periodic job's tick.
 func TickKey(tick time.Time) string {
 	return "tick:" + tick.UTC().Format(time.RFC3339Nano)
+}
+
+// ParseTickKey returns the tick of a periodic job's unique key (TickKey);
+// ok is false for any other key.
+func ParseTickKey(key string) (tick time.Time, ok bool) {
+	s, found := strings.CutPrefix(key, "tick:")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
 }
 
 // NextTick is the first multiple of every after t.

@@ -10,6 +10,7 @@ import "strings"
 //	g/<Type>/<id>                        -> "" (dependency guard, see below)
 //	q/<project>/<day>/<shard>            -> bytes of the project's bot records expiring that day (usage.go)
 //	n/<namespace>/<value>                -> "" (a single-use value, expiring; once.go)
+//	h/<Type>/<id>/<seq>                  -> a prior version's JSON (history.go; seq is time-ordered)
 //
 // Index values are escaped with escapeComponent ('%', '/' and '|' become %25,
 // %2F and %7C), so a value containing a separator can never collide with
@@ -27,6 +28,7 @@ import "strings"
 //	i/ProjectMembership.project-user/<project>/<user>/<id>   <user>: a User id, or the member's reference (Principal)
 //	i/ProjectMembership.user/<user>/<id>
 //	i/Bot.identifier-value/<project>/<value>/<id>    identifier lookups without a system
+//	i/Bot.cron/<id>                                  bots with a schedule (cronString or cronTiming)
 //	i/Login.user/<user>/<id>
 //	i/AuditEvent.recorded/<recorded>/<id>            recorded is fixed-width UTC, so keys sort by time
 //	i/AuditEvent.bot-recorded/<bot>/<recorded>/<id>
@@ -57,6 +59,7 @@ const (
 	idxMembershipUser        = "ProjectMembership.user"
 	idxBotIdentifier         = "Bot.identifier"
 	idxBotIdentifierValue    = "Bot.identifier-value"
+	idxBotCron               = "Bot.cron"
 	idxLoginUser             = "Login.user"
 	idxAuditRecorded         = "AuditEvent.recorded"
 	idxAuditBotRecorded      = "AuditEvent.bot-recorded"

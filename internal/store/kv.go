@@ -56,3 +56,12 @@ type Txn interface {
 type Prefetcher interface {
 	Prefetch(keys [][]byte) error
 }
+
+// PointReader is implemented by a KV whose transactions cost round trips
+// to a server (PostgreSQL): ReadKey reads one key as one statement, where
+// a View around one Get costs a BEGIN and a COMMIT besides. It answers as
+// that View would: a copy of the value, or ErrNotFound when the key is
+// missing or expired. Reads of a single record go through it.
+type PointReader interface {
+	ReadKey(ctx context.Context, key []byte) ([]byte, error)
+}

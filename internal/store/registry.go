@@ -62,6 +62,7 @@ var registry = map[string]func() storable{
 	"AuditEvent":        func() storable { return new(AuditEvent) },
 	"JsonWebKey":        func() storable { return new(JSONWebKey) },
 	"AsyncJob":          func() storable { return new(AsyncJob) },
+	"Subscription":      func() storable { return new(Subscription) },
 }
 
 // NewResource returns a new, empty resource of the named type (for example

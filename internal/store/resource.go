@@ -10,6 +10,11 @@ type Meta struct {
 	LastUpdated string `json:"lastUpdated,omitempty"`
 	// Project is the bare id of the owning project, as in Medplum.
 	Project string `json:"project,omitempty"`
+	// Profile, Security, Tag and Source are FHIR's, kept as written.
+	Profile  []string `json:"profile,omitempty"`
+	Security []Coding `json:"security,omitempty"`
+	Tag      []Coding `json:"tag,omitempty"`
+	Source   string   `json:"source,omitempty"`
 }
 
 // Base holds the fields every resource has. Every resource struct embeds
@@ -53,8 +58,13 @@ type Identifier struct {
 // Attachment is a FHIR attachment; fhirgate points URL at "Binary/<id>".
 type Attachment struct {
 	ContentType string `json:"contentType,omitempty"`
+	Language    string `json:"language,omitempty"`
+	Data        string `json:"data,omitempty"`
 	URL         string `json:"url,omitempty"`
+	Size        *int64 `json:"size,omitempty"`
+	Hash        string `json:"hash,omitempty"`
 	Title       string `json:"title,omitempty"`
+	Creation    string `json:"creation,omitempty"`
 }
 
 // ProjectSetting is a named value (Medplum's Project.secret and Bot.secret
@@ -69,9 +79,11 @@ type ProjectSetting struct {
 
 // Coding is a FHIR coding.
 type Coding struct {
-	System  string `json:"system,omitempty"`
-	Code    string `json:"code,omitempty"`
-	Display string `json:"display,omitempty"`
+	System       string `json:"system,omitempty"`
+	Version      string `json:"version,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Display      string `json:"display,omitempty"`
+	UserSelected *bool  `json:"userSelected,omitempty"`
 }
 
 // Period is a FHIR period; Start and End are RFC 3339 times.

@@ -297,7 +297,11 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 	w.created = true
 	var oldIdx []indexEntry
 	if w.replace {
-		old, err := readRecord(tx, typ, b.ID)
+		oldData, err := tx.Get(recordKey(typ, b.ID))
+		var old storable
+		if err == nil {
+			old, err = decodeRecord(typ, oldData)
+		}
 		switch {
 		case errors.Is(err, ErrNotFound):
 			if w.ifMatch != "" {
@@ -311,6 +315,11 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 				return fmt.Errorf("%w: version conflict: %s/%s is not at version %q", ErrConflict, typ, b.ID, w.ifMatch)
 			}
 			oldIdx = allIndexes(old)
+			if v, ok := w.r.(versioned); ok {
+				if err := keepVersion(tx, typ, b.ID, oldData, v.keptVersions()); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	for _, ref := range w.refs {
@@ -423,12 +432,7 @@ func (s *Store) Read(ctx context.Context, resourceType, id string, into Resource
 	if !ValidID(id) {
 		return fmt.Errorf("reading %s/%s: %w", resourceType, id, ErrNotFound)
 	}
-	var data []byte
-	err = s.kv.View(ctx, func(tx Txn) error {
-		var err error
-		data, err = tx.Get(recordKey(resourceType, id))
-		return err
-	})
+	data, err := s.readKey(ctx, recordKey(resourceType, id))
 	if err != nil {
 		return fmt.Errorf("reading %s/%s: %w", resourceType, id, err)
 	}
@@ -439,6 +443,21 @@ func (s *Store) Read(ctx context.Context, resourceType, id string, into Resource
 		return fmt.Errorf("decoding stored %s/%s: %w", resourceType, id, err)
 	}
 	return nil
+}
+
+// readKey reads one key: one statement where the KV offers it
+// (PointReader), else a View.
+func (s *Store) readKey(ctx context.Context, key []byte) ([]byte, error) {
+	if p, ok := s.kv.(PointReader); ok {
+		return p.ReadKey(ctx, key)
+	}
+	var data []byte
+	err := s.kv.View(ctx, func(tx Txn) error {
+		var err error
+		data, err = tx.Get(key)
+		return err
+	})
+	return data, err
 }
 
 // Delete removes a resource and its index entries. It returns ErrNotFound
@@ -473,6 +492,11 @@ func (s *Store) Delete(ctx context.Context, resourceType, id string) error {
 		if err := tx.Delete(guardKey(resourceType, id)); err != nil {
 			return err
 		}
+		if _, ok := old.(versioned); ok {
+			if err := dropVersions(tx, resourceType, id); err != nil {
+				return err
+			}
+		}
 		announce(tx, resourceType, id, false)
 		return tx.Delete(recordKey(resourceType, id))
 	})
@@ -490,6 +514,7 @@ var dependents = map[string][]struct{ index, resourceType string }{
 		{projectIndex("ProjectMembership"), "ProjectMembership"},
 		{projectIndex("ClientApplication"), "ClientApplication"},
 		{projectIndex("Bot"), "Bot"},
+		{projectIndex("Subscription"), "Subscription"},
 	},
 	"User": {
 		{idxMembershipUser, "ProjectMembership"},

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -102,6 +103,19 @@ func crudCases() []crudCase {
 				return &AsyncJob{Status: "accepted", Request: "/fhirgate/$backup", Output: map[string]any{"resourceType": "Parameters"}}
 			},
 			mutate: func(r Resource) { r.(*AsyncJob).Status = "completed" },
+		},
+		{
+			name: "Subscription",
+			build: func(t *testing.T, s *Store) Resource {
+				p := seedProject(t, s, "p")
+				return &Subscription{
+					base: Base{Meta: Meta{Project: p.ID}}, Status: "active", Criteria: "Patient?family=Doe",
+					Channel:   SubscriptionChannel{Type: "rest-hook", Endpoint: "Bot/b1", Header: []string{"X-A: 1"}},
+					Extension: []SubscriptionExtension{{URL: "https://medplum.com/fhir/StructureDefinition/subscription-supported-interaction", ValueCode: "create"}},
+					Author:    &SubscriptionAuthor{Profile: "Practitioner/a", Scope: "user/*.rs"},
+				}
+			},
+			mutate: func(r Resource) { r.(*Subscription).Status = "off"; r.(*Subscription).Error = "failed" },
 		},
 		{
 			name:   "ProjectMembershipInactive",
@@ -256,7 +270,7 @@ func TestVersioning(t *testing.T) {
 			_, err := s.Put(ctx, u, PutOptions{IfMatch: tc.ifMatch})
 			if tc.wantErr != nil {
 				wantErrIs(t, err, tc.wantErr)
-				if u.Meta != before {
+				if !reflect.DeepEqual(u.Meta, before) {
 					t.Fatalf("failed Put changed meta from %+v to %+v", before, u.Meta)
 				}
 				return

@@ -1,36 +1,107 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 )
 
-// Bot is a JavaScript/TypeScript function run by the gateway.
+// Bot is a JavaScript/TypeScript function run by the gateway. It has every
+// element of Medplum's Bot (docs/bots.md "Bot resource" says which ones
+// fhirgate acts on); its JSON form is Medplum's, with fhirgate's own
+// settings as extensions (types_bot_json.go).
 type Bot struct {
 	base
-	Name        string       `json:"name"`
-	Description string       `json:"description,omitempty"`
-	Identifier  []Identifier `json:"identifier,omitempty"`
+	ImplicitRules string     `json:"implicitRules,omitempty"`
+	Language      string     `json:"language,omitempty"`
+	Text          *Narrative `json:"text,omitempty"`
+	// Contained resources are kept as sent.
+	Contained []json.RawMessage `json:"contained,omitempty"`
+	// Extension holds the bot's extensions other than fhirgate's, which
+	// are fields of their own (Secret, MaxConcurrent) and are added back
+	// when the bot is encoded.
+	Extension         []json.RawMessage `json:"-"`
+	ModifierExtension []json.RawMessage `json:"modifierExtension,omitempty"`
+	Identifier        []Identifier      `json:"identifier,omitempty"`
+	Name              string            `json:"name"`
+	Description       string            `json:"description,omitempty"`
 	// RuntimeVersion is one of BotRuntimes, as Medplum names them:
 	// "awslambda" (a warm instance per bot version whose module state may
 	// carry from run to run) or "vmcontext" (a fresh runtime per run).
-	// Empty means the gateway's default (bot_default_runtime, itself
-	// "awslambda" unless configured).
+	// Empty (or Medplum's "fission", which fhirgate keeps but has no
+	// runtime for) means the gateway's default (bot_default_runtime,
+	// itself "awslambda" unless configured).
 	RuntimeVersion string `json:"runtimeVersion,omitempty"`
 	// Timeout is the run time limit in seconds, 0..900; 0 means the
 	// gateway default.
-	Timeout        int         `json:"timeout,omitempty"`
-	SourceCode     *Attachment `json:"sourceCode,omitempty"`
-	ExecutableCode *Attachment `json:"executableCode,omitempty"`
+	Timeout int         `json:"timeout,omitempty"`
+	Photo   *Attachment `json:"photo,omitempty"`
+	// CronTiming and CronString schedule the bot (types_bot_cron.go);
+	// CronTiming wins when both are set, as in Medplum.
+	CronTiming            *Timing           `json:"cronTiming,omitempty"`
+	CronString            string            `json:"cronString,omitempty"`
+	Category              []CodeableConcept `json:"category,omitempty"`
+	System                *bool             `json:"system,omitempty"`
+	PublicWebhook         *bool             `json:"publicWebhook,omitempty"`
+	WebhookRawBodyEnabled *bool             `json:"webhookRawBodyEnabled,omitempty"`
+	StreamingEnabled      *bool             `json:"streamingEnabled,omitempty"`
 	// AuditEventTrigger is one of AuditEventTriggers; empty means always.
-	AuditEventTrigger string           `json:"auditEventTrigger,omitempty"`
-	Secret            []ProjectSetting `json:"secret,omitempty"`
+	AuditEventTrigger string `json:"auditEventTrigger,omitempty"`
+	// AuditEventDestination lists where a run's AuditEvent goes besides
+	// the gateway's store: "resource" (the FHIR backend) and "log".
+	AuditEventDestination []string       `json:"auditEventDestination,omitempty"`
+	SourceCode            *Attachment    `json:"sourceCode,omitempty"`
+	ExecutableCode        *Attachment    `json:"executableCode,omitempty"`
+	CDSService            *BotCDSService `json:"cdsService,omitempty"`
+	// Code is Medplum's deprecated inline script, kept without effect.
+	Code string `json:"code,omitempty"`
+	// Secret is the bot's own secrets (event.secrets, over the project's).
+	// fhirgate extension BotSecretURL; stored bots may still have them
+	// under the old name "secret".
+	Secret []ProjectSetting `json:"-"`
 	// MaxConcurrent bounds this bot's simultaneous runs, within the
 	// gateway's global bound; 0 means only the global bound applies.
-	// fhirgate extension (Medplum's Bot has no such field).
-	MaxConcurrent int `json:"maxConcurrent,omitempty"`
+	// fhirgate extension BotMaxConcurrentURL; stored bots may still have
+	// it under the old name "maxConcurrent".
+	MaxConcurrent int `json:"-"`
+	// RunAsUser runs the bot as whoever triggered it (the caller of
+	// $execute, the writer of a Subscription's resource) instead of as
+	// itself (Bot/{id}), as Medplum's Bot.runAsUser. Bots stored before
+	// bot identity existed were migrated with it set (MigrateBotIdentity).
+	RunAsUser bool `json:"runAsUser,omitempty"`
 }
+
+// Narrative is a FHIR narrative (a resource's text).
+type Narrative struct {
+	Status string `json:"status"`
+	Div    string `json:"div"`
+}
+
+// CodeableConcept is a FHIR CodeableConcept.
+type CodeableConcept struct {
+	Coding []Coding `json:"coding,omitempty"`
+	Text   string   `json:"text,omitempty"`
+}
+
+// BotCDSService is Medplum's Bot.cdsService: the bot as a CDS Hooks
+// service.
+type BotCDSService struct {
+	Hook              string                  `json:"hook"`
+	Title             string                  `json:"title"`
+	Description       string                  `json:"description"`
+	UsageRequirements string                  `json:"usageRequirements,omitempty"`
+	Prefetch          []BotCDSServicePrefetch `json:"prefetch,omitempty"`
+}
+
+// BotCDSServicePrefetch is one prefetch query of a CDS service.
+type BotCDSServicePrefetch struct {
+	Key   string `json:"key"`
+	Query string `json:"query"`
+}
+
+// AuditEventDestinations are the values of Bot.AuditEventDestination.
+var AuditEventDestinations = []string{"log", "resource"}
 
 // AuditEventTriggers are the values of Bot.AuditEventTrigger, as Medplum
 // names them: every run, no run, failed runs, runs that wrote to the console.
@@ -38,6 +109,20 @@ var AuditEventTriggers = []string{"always", "never", "on-error", "on-output"}
 
 // BotRuntimes are the values of Bot.RuntimeVersion, as Medplum names them.
 var BotRuntimes = []string{"awslambda", "vmcontext"}
+
+// KnownBotRuntimes are the Bot.RuntimeVersion values accepted: BotRuntimes
+// and Medplum's "fission", kept but run in the default runtime.
+var KnownBotRuntimes = []string{"awslambda", "vmcontext", "fission"}
+
+// Runtime is the runtime the bot asks for, one of BotRuntimes, or ""
+// for the gateway's default (also for "fission", which fhirgate has none
+// of).
+func (b *Bot) Runtime() string {
+	if slices.Contains(BotRuntimes, b.RuntimeVersion) {
+		return b.RuntimeVersion
+	}
+	return ""
+}
 
 // MaxBotConcurrency is the largest Bot.MaxConcurrent.
 const MaxBotConcurrency = 10000
@@ -66,7 +151,7 @@ func (b *Bot) validate() error {
 		}
 	}
 	if b.RuntimeVersion != "" {
-		if err := checkEnum("runtimeVersion", b.RuntimeVersion, BotRuntimes...); err != nil {
+		if err := checkEnum("runtimeVersion", b.RuntimeVersion, KnownBotRuntimes...); err != nil {
 			return err
 		}
 	}
@@ -91,6 +176,38 @@ func (b *Bot) validate() error {
 			return err
 		}
 	}
+	for i, d := range b.AuditEventDestination {
+		if err := checkEnum(fmt.Sprintf("auditEventDestination[%d]", i), d, AuditEventDestinations...); err != nil {
+			return err
+		}
+	}
+	if c := b.CDSService; c != nil {
+		for _, f := range []struct{ name, v string }{{"hook", c.Hook}, {"title", c.Title}, {"description", c.Description}} {
+			if err := checkRequired("cdsService."+f.name, f.v); err != nil {
+				return err
+			}
+		}
+		for i, p := range c.Prefetch {
+			if err := checkRequired(fmt.Sprintf("cdsService.prefetch[%d].key", i), p.Key); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkExtensions("extension", b.Extension); err != nil {
+		return err
+	}
+	if err := checkExtensions("modifierExtension", b.ModifierExtension); err != nil {
+		return err
+	}
+	if _, err := b.Schedule(); err != nil {
+		return err
+	}
+	if b.CronTiming != nil && b.CronString != "" {
+		// cronTiming wins, but a cronString kept beside it must still parse.
+		if _, err := ParseCron(b.CronString); err != nil {
+			return invalid("cronString", err.Error())
+		}
+	}
 	return checkSettings("secret", b.Secret)
 }
 
@@ -98,8 +215,19 @@ func (b *Bot) references() []mustExist {
 	return []mustExist{{"meta.project", "Project", b.Meta.Project}}
 }
 
+// keptVersions bounds the prior versions of a Bot the store keeps for
+// Bot/{id}/_history.
+func (b *Bot) keptVersions() int { return BotVersionsKept }
+
+// BotVersionsKept is how many prior versions of a Bot the store keeps,
+// besides the current one; older ones are dropped as new ones come.
+const BotVersionsKept = 20
+
 func (b *Bot) indexes() []indexEntry {
 	var out []indexEntry
+	if b.Scheduled() {
+		out = append(out, indexEntry{key: indexKey(idxBotCron, b.ID)})
+	}
 	seen := make(map[Identifier]bool, len(b.Identifier))
 	values := make([]string, 0, len(b.Identifier))
 	for _, id := range b.Identifier {

@@ -2,9 +2,12 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fhirgate/fhirgate/internal/egress"
 )
 
 // Project is a Medplum project: the tenant that owns clients, bots and
@@ -15,6 +18,29 @@ type Project struct {
 	Description string           `json:"description,omitempty"`
 	Secret      []ProjectSetting `json:"secret,omitempty"`
 	Features    []string         `json:"features,omitempty"`
+	// Egress is the project's allow-list for webhooks and bots' fetch (see
+	// package egress); nil or empty refuses every outbound request.
+	Egress *ProjectEgress `json:"egress,omitempty"`
+}
+
+// ProjectEgress is a project's egress allow-list, in egress.Policy's terms:
+// `host[:port]` entries reachable over https (Allow) or http and https
+// (AllowHTTP), and the private ranges allowed names may resolve to.
+type ProjectEgress struct {
+	Allow        []string `json:"allow,omitempty"`
+	AllowHTTP    []string `json:"allowHttp,omitempty"`
+	AllowPrivate []string `json:"allowPrivate,omitempty"`
+}
+
+// egressFields are the record's names of egress.Policy's lists.
+var egressFields = map[string]string{"allow": "allow", "allow_http": "allowHttp", "allow_private": "allowPrivate"}
+
+// Policy is the allow-list as package egress reads it; nil allows nothing.
+func (e *ProjectEgress) Policy() *egress.Policy {
+	if e == nil {
+		return nil
+	}
+	return &egress.Policy{Allow: e.Allow, AllowHTTP: e.AllowHTTP, AllowPrivate: e.AllowPrivate}
 }
 
 func (p *Project) resourceType() string { return "Project" }
@@ -25,6 +51,13 @@ func (p *Project) normalize(time.Time) { p.Meta.Project = p.ID }
 func (p *Project) validate() error {
 	if err := checkRequired("name", p.Name); err != nil {
 		return err
+	}
+	if err := p.Egress.Policy().Check(); err != nil {
+		var ee *egress.EntryError
+		if errors.As(err, &ee) {
+			return invalid("egress."+egressFields[ee.List], fmt.Sprintf("'%s': %v", ee.Entry, ee.Err))
+		}
+		return invalid("egress", err.Error())
 	}
 	return checkSettings("secret", p.Secret)
 }
@@ -235,6 +268,13 @@ type ProjectMembership struct {
 	Admin        bool       `json:"admin,omitempty"`
 	Active       *bool      `json:"active,omitempty"` // nil means active
 	AccessPolicy *Reference `json:"accessPolicy,omitempty"`
+	// Scope is what a bot's membership (user "Bot/<id>") allows the bot
+	// when it runs as itself: SMART scopes, as a client's scope, against
+	// which its calls are authorized. Empty means the project's full
+	// access. fhirgate's stand-in for the AccessPolicy of Medplum's bot
+	// membership; only a bot's membership has one (a person's or a
+	// client's scopes come from the client and the token).
+	Scope string `json:"scope,omitempty"`
 }
 
 // profileTypes are the resource types a membership profile may reference.
@@ -277,6 +317,7 @@ func (m *ProjectMembership) normalize(time.Time) {
 	if id := m.ProjectID(); id != "" {
 		m.Meta.Project = id
 	}
+	m.Scope = strings.Join(strings.Fields(m.Scope), " ")
 }
 
 func (m *ProjectMembership) validate() error {
@@ -290,6 +331,12 @@ func (m *ProjectMembership) validate() error {
 		return err
 	}
 	if err := checkOptionalReference("profile", m.Profile, profileTypes...); err != nil {
+		return err
+	}
+	if m.Scope != "" && refID(m.User.Reference, "Bot") == "" {
+		return invalid("scope", "only a bot's membership (user Bot/<id>) has a scope; a person's or a client's scopes come from its client")
+	}
+	if err := checkScope("scope", m.Scope); err != nil {
 		return err
 	}
 	return checkOptionalReference("accessPolicy", m.AccessPolicy, "AccessPolicy")

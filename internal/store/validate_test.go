@@ -25,6 +25,7 @@ func TestValidation(t *testing.T) {
 	}{
 		{name: "project name required", r: &Project{}, wantField: "name", wantMsg: "required"},
 		{name: "project secret name required", r: &Project{Name: "p", Secret: []ProjectSetting{{ValueString: "x"}}}, wantField: "secret[0].name"},
+		{name: "project egress entry", r: &Project{Name: "p", Egress: &ProjectEgress{AllowHTTP: []string{"http://api.example.com"}}}, wantField: "egress.allowHttp", wantMsg: "'http://api.example.com'"},
 		{name: "client needs project", r: &ClientApplication{Name: "c"}, wantField: "meta.project", wantMsg: "required"},
 		{name: "client project must exist", r: &ClientApplication{base: Base{Meta: Meta{Project: "nope"}}}, wantField: "meta.project", wantMsg: "Project/nope does not exist"},
 		{name: "client lifetime format", r: &ClientApplication{base: inProject(), AccessTokenLifetime: "1 hour"}, wantField: "accessTokenLifetime"},

@@ -69,17 +69,30 @@ func AccessToken(tb testing.TB, auth *oauth.Server, clientID, name string) strin
 // Serve serves gw over HTTP, sending what it lets through to backend through a reverse proxy.
 func Serve(tb testing.TB, gw *gateway.Gateway, backend string) *httptest.Server {
 	tb.Helper()
+	srv := httptest.NewServer(Handler(tb, gw, backend))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// Handler is the site Serve serves: gw, then a reverse proxy to backend. A test that gives the
+// gateway a Dispatch (for request-less backends) sends its requests here, as Caddy sends them
+// through the site's server.
+func Handler(tb testing.TB, gw *gateway.Gateway, backend string) http.Handler {
+	tb.Helper()
 	target, err := url.Parse(backend)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, ErrorLog: log.New(io.Discard, "", 0)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = gw.Serve(w, r, func(w http.ResponseWriter, r *http.Request) error {
 			proxy.ServeHTTP(w, r)
 			return nil
 		})
-	}))
-	tb.Cleanup(srv.Close)
-	return srv
+	})
+}
+
+// Site is a Dispatch for a gateway that Handler serves: set *site once the handler exists.
+func Site(site *http.Handler) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) { (*site).ServeHTTP(w, r) }
 }

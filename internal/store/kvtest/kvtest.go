@@ -17,7 +17,9 @@
 //     [store.ErrStopScan], returns other callback errors, and hands fn
 //     copies it may keep;
 //   - Get returns copies; Delete of a missing key is not an error;
-//   - a canceled context is refused.
+//   - a canceled context is refused;
+//   - a KV that reads single keys outside a transaction
+//     ([store.PointReader]) answers as a View would.
 //
 // It is imported by tests only:
 //
@@ -80,6 +82,7 @@ func Run(t *testing.T, target Target) {
 		{"ScanRetainedCopiesStayValid", testScanRetainedCopies},
 		{"ScanCallbackUsesTxn", testScanCallbackUsesTxn},
 		{"CanceledContext", testCanceledContext},
+		{"PointReadAnswersAsView", testPointRead},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -762,5 +765,53 @@ func testCanceledContext(t *testing.T, target Target) {
 	}
 	if ran {
 		t.Error("fn ran with a canceled context")
+	}
+}
+
+func testPointRead(t *testing.T, target Target) {
+	kv := target.Open(t)
+	p, ok := kv.(store.PointReader)
+	if !ok {
+		t.Skip("the KV has no single-key read")
+	}
+	ctx := context.Background()
+	if _, err := p.ReadKey(ctx, []byte("nope")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ReadKey of a missing key = %v, want ErrNotFound", err)
+	}
+	set(t, kv, "k", "value", 0)
+	set(t, kv, "empty", "", 0)
+	set(t, kv, "short", "gone soon", time.Second)
+	v, err := p.ReadKey(ctx, []byte("k"))
+	if err != nil || string(v) != "value" {
+		t.Fatalf("ReadKey(k) = %q, %v", v, err)
+	}
+	v[0] = 'X' // a copy: the stored value is unchanged
+	if v, err := p.ReadKey(ctx, []byte("k")); err != nil || string(v) != "value" {
+		t.Fatalf("ReadKey(k) after changing a returned value = %q, %v", v, err)
+	}
+	if v, err := p.ReadKey(ctx, []byte("empty")); err != nil || v == nil || len(v) != 0 {
+		t.Fatalf("ReadKey of an empty value = %#v, %v; want an empty, non-nil value", v, err)
+	}
+	deadline := time.Now().Add(expiryWait)
+	for {
+		_, err := p.ReadKey(ctx, []byte("short"))
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ReadKey still sees a key %v after its TTL", expiryWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, ok := get(t, kv, "short"); ok {
+		t.Fatal("ReadKey and View disagree on an expired key")
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := p.ReadKey(canceled, []byte("k")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ReadKey with a canceled context = %v, want context.Canceled", err)
 	}
 }

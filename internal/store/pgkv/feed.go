@@ -203,14 +203,14 @@ func (t *txn) Announce(topic string) {
 	t.topics[topic] = struct{}{}
 }
 
-// notify sends the transaction's announcements, as its last statement
-// before COMMIT.
-func (t *txn) notify(channel, sender string) error {
+// notifyStmt is the statement that sends the transaction's announcements,
+// the last before COMMIT; ok is false when there are none.
+func (t *txn) notifyStmt(channel, sender string) (s stmt, ok bool) {
 	if len(t.topics) == 0 {
-		return nil
+		return stmt{}, false
 	}
 	payload := buildPayload(sender, t.topics)
-	return t.query(`SELECT pg_notify($1, $2)`, []any{channel, payload}, nil)
+	return stmt{sql: `SELECT pg_notify($1, $2)`, args: []any{channel, payload}}, true
 }
 
 // buildPayload lists the topics after the sender, coalesced to fit a

@@ -73,11 +73,27 @@ func (t *txn) write(key []byte, w pendingWrite) error {
 	return nil
 }
 
-// flush sends the pending writes: one DELETE and one upsert per flushAt
-// keys.
+// flush sends the pending writes: one DELETE and one upsert, in one round
+// trip.
 func (t *txn) flush() error {
-	if len(t.pending) == 0 {
+	stmts, n := t.pendingStmts()
+	if len(stmts) == 0 {
 		return nil
+	}
+	if err := t.send(stmts...); err != nil {
+		// The transaction is aborted: nothing more will be read.
+		t.fail(err)
+		return fmt.Errorf("writing %d keys: %w", n, err)
+	}
+	return nil
+}
+
+// pendingStmts takes the pending writes as statements to send (a DELETE
+// and an upsert) and how many keys they write. From then on Gets of those
+// keys are answered from memory, as the database will hold them.
+func (t *txn) pendingStmts() ([]stmt, int) {
+	if len(t.pending) == 0 {
+		return nil, 0
 	}
 	var dels [][]byte
 	var sets upsertBatch
@@ -97,20 +113,14 @@ func (t *txn) flush() error {
 	}
 	n := len(t.pending)
 	clear(t.pending)
-	run := func(sql string, args ...any) error { return t.query(sql, args, nil) }
-	var err error
+	var stmts []stmt
 	if len(dels) > 0 {
-		err = run(deleteKeys, dels)
+		stmts = append(stmts, stmt{sql: deleteKeys, args: []any{dels}})
 	}
-	if err == nil {
-		err = sets.exec(run, upsertAfter)
+	if sets.len() > 0 {
+		stmts = append(stmts, stmt{sql: upsertAfter, args: []any{sets.keys, sets.values, sets.expires}})
 	}
-	if err != nil {
-		// The transaction is aborted: nothing more will be read.
-		t.fail(err)
-		return fmt.Errorf("writing %d keys: %w", n, err)
-	}
-	return nil
+	return stmts, n
 }
 
 // Prefetch reads keys in one statement; Gets of them later in the

@@ -113,3 +113,43 @@ func TestPutAllBeyondBadgersLimitIsAllOrNothing(t *testing.T) {
 		t.Fatalf("%d bots stored after the refused batch, want the first 6000", n)
 	}
 }
+
+// TestWriteOnlyUpdatesRace: Updates that only write (sent with their BEGIN
+// and COMMIT as one batch) racing on one key all succeed — a serialization
+// failure inside the batch runs the Update again — and each one's writes
+// are all there.
+func TestWriteOnlyUpdatesRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	kv := openKV(t, Options{DSN: pgkvtest.DSN(t)})
+	const writers = 16
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			errs <- kv.Update(ctx, func(tx store.Txn) error {
+				v := []byte(fmt.Sprint(i))
+				return errors.Join(tx.Set([]byte("shared"), v, 0), tx.Set([]byte(fmt.Sprint("own-", i)), v, 0))
+			})
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := kv.View(ctx, func(tx store.Txn) error {
+		if _, err := tx.Get([]byte("shared")); err != nil {
+			return err
+		}
+		for i := range writers {
+			v, err := tx.Get([]byte(fmt.Sprint("own-", i)))
+			if err != nil || string(v) != fmt.Sprint(i) {
+				return fmt.Errorf("own-%d = %q, %v", i, v, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,7 +4,8 @@
 // against both):
 //
 //   - View runs in a REPEATABLE READ READ ONLY transaction: one snapshot,
-//     taken at its first statement.
+//     taken at its first statement. ReadKey ([store.PointReader]) reads one
+//     key as one statement, without BEGIN and COMMIT.
 //   - Update runs in a SERIALIZABLE transaction. A serialization failure
 //     (SQLSTATE 40001) or a deadlock (40P01) runs fn again, a bounded
 //     number of times with jittered backoff; after that the error wraps
@@ -21,7 +22,8 @@
 //     for an empty or all-0xff prefix) in bytea order, which is byte order,
 //     in pages, so fn may use the transaction while it runs.
 //   - A transaction's writes are sent in multi-row statements (before a
-//     Scan, every few thousand keys and at commit), and the resource layer
+//     Scan, every few thousand keys and at commit, where the last ones, the
+//     announcements and COMMIT share one round trip), and the resource layer
 //     prefetches the keys a batch checks ([store.Prefetcher]), so a large
 //     PutAll costs a few round trips, not several per record (pending.go).
 //   - Backup and Restore speak Badger's backup stream (package kvbackup),
@@ -292,45 +294,33 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 	}()
 	done := false
 	defer func() {
-		if !done && t.tx != nil {
+		if !done && t.tx != nil && (t.conn == nil || t.conn.Conn().PgConn().TxStatus() != 'I') {
 			// Also on a panic in fn: the connection goes back to the pool
-			// clean (or is closed and dropped by it).
+			// clean (or is closed and dropped by it). A commit batch that
+			// failed at COMMIT has ended the transaction already.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), rollbackTimeout)
 			defer cancel()
 			_ = t.tx.Rollback(rctx)
 		}
 	}()
 	err = fn(t)
-	if err == nil {
-		// The writes fn left unsent.
-		err = t.flush()
-	}
 	if err != nil {
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
 			return false, errors.Join(ctxErr, err)
 		}
 		return retryable(err) || retryable(t.failed), err
 	}
-	if err := t.notify(k.channel, k.sender); err != nil {
-		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(err) {
-			return false, errors.Join(ctxErr, err)
-		}
-		return retryable(err), fmt.Errorf("announcing the transaction's changes: %w", err)
-	}
-	done = true
-	if t.tx == nil {
-		// fn ran no statement: there is no transaction to commit.
-		return false, nil
-	}
-	if err := t.tx.Commit(ctx); err != nil {
+	failed := t.failed // a failed statement fn swallowed
+	committed, err := t.commit(k.channel, k.sender)
+	done = committed
+	if err != nil {
 		cause := err
-		if t.failed != nil {
-			// fn swallowed a failed statement; Commit only says
-			// "rolled back".
-			cause = t.failed
+		if failed != nil {
+			// The batch only says the transaction is aborted.
+			cause = failed
 		}
 		if ctxErr := callerCtx.Err(); ctxErr != nil && !retryable(cause) {
-			return false, ctxErr
+			return false, errors.Join(ctxErr, err)
 		}
 		return retryable(cause), fmt.Errorf("committing a PostgreSQL transaction: %w", cause)
 	}

@@ -283,6 +283,9 @@ func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 		if !errors.Is(err, store.ErrUnwritable) {
 			t.Fatalf("Update with the server gone = %v, want ErrUnwritable", err)
 		}
+		if _, err := kv.ReadKey(ctx, []byte("k")); !errors.Is(err, store.ErrUnwritable) {
+			t.Fatalf("ReadKey with the server gone = %v, want ErrUnwritable", err)
+		}
 	}
 	p = p.Restart(t)
 	if err := write("after"); err != nil {
@@ -296,6 +299,11 @@ func TestServerDownWritesAreUnwritableAndRecover(t *testing.T) {
 		p = p.Restart(t)
 		if err := write(fmt.Sprint("restart ", i)); err != nil {
 			t.Fatalf("Update after a restart the pool did not see: %v", err)
+		}
+		p.Cut()
+		p = p.Restart(t)
+		if v, err := kv.ReadKey(ctx, []byte("k")); err != nil || string(v) != fmt.Sprint("restart ", i) {
+			t.Fatalf("ReadKey after a restart the pool did not see = %q, %v", v, err)
 		}
 	}
 	if err := write("after"); err != nil {

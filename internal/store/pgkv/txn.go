@@ -33,35 +33,58 @@ type txn struct {
 	topics map[string]struct{}
 }
 
+// stmt is one statement of a transaction; read gets its rows (nil: they
+// are discarded).
+type stmt struct {
+	sql  string
+	args []any
+	read func(pgx.Rows) error
+}
+
 // query runs one statement of the transaction and hands its rows to read
-// (nil: the rows are discarded). The first statement also begins the
-// transaction, in the same round trip (pgx's Batch.BeginTx), so a View
-// that reads one key costs two round trips (BEGIN and SELECT, then
-// COMMIT) instead of three.
+// (nil: the rows are discarded).
 func (t *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
-	if read == nil {
-		read = func(pgx.Rows) error { return nil }
-	}
+	return t.send(stmt{sql, args, read})
+}
+
+// send runs statements of the transaction in one round trip. The first
+// statements also begin the transaction, in the same round trip (pgx's
+// Batch.BeginTx), so a View that reads one key costs two round trips
+// (BEGIN and SELECT, then COMMIT) instead of three, and an Update whose
+// writes all go at commit one (see commit).
+func (t *txn) send(stmts ...stmt) error {
 	if t.conn == nil {
 		return t.connErr
 	}
-	if t.tx != nil {
-		rows, err := t.tx.Query(t.ctx, sql, args...)
+	if t.tx != nil && len(stmts) == 1 {
+		s := stmts[0]
+		rows, err := t.tx.Query(t.ctx, s.sql, s.args...)
 		if err != nil {
 			return err
 		}
-		err = read(rows)
+		err = readRows(s.read, rows)
 		rows.Close()
 		if err != nil {
 			return err
 		}
 		return rows.Err()
 	}
-	for stale := 0; ; stale++ {
+	batch := func() *pgx.Batch {
 		b := &pgx.Batch{}
-		b.BeginTx(t.opts)
-		b.Queue(sql, args...).Query(read)
-		br := t.conn.SendBatch(t.ctx, b)
+		if t.tx == nil {
+			b.BeginTx(t.opts)
+		}
+		for _, s := range stmts {
+			read := s.read
+			b.Queue(s.sql, s.args...).Query(func(rows pgx.Rows) error { return readRows(read, rows) })
+		}
+		return b
+	}
+	if t.tx != nil {
+		return t.tx.SendBatch(t.ctx, batch()).Close()
+	}
+	for stale := 0; ; stale++ {
+		br := t.conn.SendBatch(t.ctx, batch())
 		err := br.Close()
 		lost := pgconn.SafeToRetry(err) || t.conn.Conn().IsClosed()
 		if err == nil || !lost || t.ctx.Err() != nil || stale >= int(t.pool.Config().MaxConns) {
@@ -69,11 +92,13 @@ func (t *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
 			return err
 		}
 		// A pooled connection the server has dropped (a restart, a
-		// proxy's idle timeout): nothing of this batch can have been
-		// committed, as it begins the transaction. The pool drops the
-		// connection on release; take another rather than fail the
-		// caller. A server that is really down fails to connect, which
-		// ends this.
+		// proxy's idle timeout). The pool drops the connection on
+		// release; take another rather than fail the caller. A server
+		// that is really down fails to connect, which ends this.
+		// Sending the batch again is safe: it begins the transaction,
+		// so either nothing of it was applied, or it also ends it
+		// (commit's write-only Update) and then it read nothing — sent
+		// again it is the same blind writes committed a moment later.
 		t.conn.Release()
 		c, aerr := t.pool.Acquire(t.ctx)
 		if aerr != nil {
@@ -83,6 +108,54 @@ func (t *txn) query(sql string, args []any, read func(pgx.Rows) error) error {
 		}
 		t.conn = c
 	}
+}
+
+// readRows hands rows to read, or discards them when read is nil.
+func readRows(read func(pgx.Rows) error, rows pgx.Rows) error {
+	if read == nil {
+		return nil
+	}
+	return read(rows)
+}
+
+// commitSQL ends a transaction sent in a batch.
+const commitSQL = "COMMIT"
+
+// commit sends the writes fn left unsent, the announcements and COMMIT in
+// one round trip (with BEGIN too when fn ran no statement: a write-only
+// Update, such as a sign-in's Login, is one round trip in all).
+// committed is false when there was nothing to commit or it failed.
+func (t *txn) commit(channel, sender string) (committed bool, err error) {
+	stmts, _ := t.pendingStmts()
+	if s, ok := t.notifyStmt(channel, sender); ok {
+		stmts = append(stmts, s)
+	}
+	if len(stmts) == 0 {
+		if t.tx == nil {
+			return false, nil // fn ran no statement: there is no transaction
+		}
+		if err := t.tx.Commit(t.ctx); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	stmts = append(stmts, stmt{sql: commitSQL, read: func(rows pgx.Rows) error {
+		for rows.Next() {
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// COMMIT of an aborted transaction rolls it back without error.
+		if rows.CommandTag().String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}})
+	if err := t.send(stmts...); err != nil {
+		t.fail(err)
+		return false, err
+	}
+	return true, nil
 }
 
 func (t *txn) fail(err error) {

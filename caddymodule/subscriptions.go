@@ -1,0 +1,53 @@
+package caddymodule
+
+import (
+	"context"
+	"time"
+
+	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/subscription"
+)
+
+// provisionSubscriptions builds the handler's subscription engine, makes
+// it the one the store's queue workers serve, and hooks it into the
+// gateway: Subscription requests are answered by it, writes are watched.
+func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error {
+	svc, err := subscription.New(subscription.Options{
+		Store:    app.Store(),
+		Queue:    app.store.queue,
+		Bots:     h.bots.API,
+		FHIRBase: h.FHIRBase,
+		Backends: func(ctx context.Context, id *oauth.Identity) (subscription.Backend, error) {
+			// A nil *gateway.Backend in the interface would not be nil.
+			be, err := app.backendFor(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return be, nil
+		},
+		// Webhooks reach only what each project's egress allow-list allows.
+		HTTPClients: app.Egress(),
+		// The AuditEvents of deliveries count as the project's bot records.
+		AuditRetention:   time.Duration(app.AuditRetention),
+		AuditQuota:       app.ProjectBotRecordsMax,
+		AuditDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
+		Logger:           h.logger.Named("subscriptions"),
+		Observe:          observeSubscription,
+		ObserveLag:       observeSubscriptionLag,
+	})
+	if err != nil {
+		return err
+	}
+	h.subs = svc
+	app.store.subs.Use(svc)
+	opts.Writes = svc
+	bots := opts.Operations
+	opts.Operations = func(t gateway.Target) gateway.Operation {
+		if op := svc.Handler(t); op != nil {
+			return op
+		}
+		return bots(t)
+	}
+	return nil
+}

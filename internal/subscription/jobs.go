@@ -1,0 +1,232 @@
+package subscription
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/fhirgate/fhirgate/internal/authz"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/subscription/spec"
+)
+
+// Job kinds.
+const (
+	// TriggerKind matches one write's changes against the Subscriptions.
+	TriggerKind = "subscription.trigger"
+	// DeliverKind delivers one change to one Subscription.
+	DeliverKind = "subscription.deliver"
+	// botDeliverAttempts bounds the attempts to start a bot (a bot that
+	// ran and failed is not retried).
+	botDeliverAttempts = 5
+)
+
+// Jobs are the queue workers of the subscription engine. They are
+// registered once per queue (before it starts, for the life of the
+// store) and work for the Service of the current configuration (Use).
+type Jobs struct {
+	current atomic.Pointer[Service]
+}
+
+// RegisterJobs registers the job kinds on q.
+func RegisterJobs(q queue.Queue) (*Jobs, error) {
+	j := &Jobs{}
+	if err := q.Register(TriggerKind, j.trigger, queue.KindOptions{MaxAttempts: 10}); err != nil {
+		return nil, err
+	}
+	if err := q.Register(DeliverKind, j.deliver, queue.KindOptions{MaxAttempts: spec.MaxMaxAttempts, Timeout: 15 * time.Minute}); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Use makes s the service the jobs work for (a config's handler).
+func (j *Jobs) Use(s *Service) { j.current.Store(s) }
+
+// Release stops using s, unless another service replaced it already.
+func (j *Jobs) Release(s *Service) { j.current.CompareAndSwap(s, nil) }
+
+var errNoService = errors.New("no gateway handler with subscriptions on is running")
+
+func (j *Jobs) trigger(ctx context.Context, d *queue.Delivery) error {
+	s := j.current.Load()
+	if s == nil {
+		return errNoService
+	}
+	var a triggerArgs
+	if err := json.Unmarshal(d.Args, &a); err != nil {
+		return nil // not ours to retry: malformed forever
+	}
+	return s.match(ctx, &a)
+}
+
+func (j *Jobs) deliver(ctx context.Context, d *queue.Delivery) error {
+	s := j.current.Load()
+	if s == nil {
+		return errNoService
+	}
+	var a deliverArgs
+	if err := json.Unmarshal(d.Args, &a); err != nil {
+		return nil
+	}
+	return s.deliver(ctx, &a, d.Attempt, d.MaxAttempts)
+}
+
+// writer is the identity that made a write, kept in the jobs.
+type writer struct {
+	User    string `json:"user,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	Client  string `json:"client,omitempty"`
+	Scope   string `json:"scope,omitempty"`
+	Patient string `json:"patient,omitempty"`
+	Project string `json:"project"`
+}
+
+func writerOf(id *oauth.Identity) writer {
+	return writer{User: id.UserID, Profile: id.Profile, Client: id.ClientID, Scope: id.Scope, Patient: id.Patient, Project: id.ProjectID}
+}
+
+func (w writer) identity() *oauth.Identity {
+	return &oauth.Identity{UserID: w.User, Profile: w.Profile, ClientID: w.Client, Scope: w.Scope, Patient: w.Patient, ProjectID: w.Project}
+}
+
+// triggerArgs is a TriggerKind job: one write.
+type triggerArgs struct {
+	Route   string        `json:"route"`
+	Project string        `json:"project"`
+	Writer  writer        `json:"writer"`
+	Changes []spec.Change `json:"changes"`
+	Depth   int           `json:"depth,omitempty"`
+	Trace   string        `json:"trace,omitempty"`
+	At      time.Time     `json:"at"`
+}
+
+// deliverArgs is a DeliverKind job: one change to one Subscription.
+type deliverArgs struct {
+	Subscription string      `json:"subscription"`
+	Route        string      `json:"route"`
+	Writer       writer      `json:"writer"`
+	Change       spec.Change `json:"change"`
+	Depth        int         `json:"depth,omitempty"`
+	Trace        string      `json:"trace,omitempty"`
+	At           time.Time   `json:"at"`
+}
+
+// match evaluates each change against the project's active rules and
+// enqueues a delivery per match.
+func (s *Service) match(ctx context.Context, a *triggerArgs) error {
+	rules, err := s.rules.active(ctx, a.Project)
+	if err != nil {
+		return err
+	}
+	for _, c := range a.Changes {
+		for _, r := range rules {
+			if r.Criteria.Type != c.Type || !r.Triggers(c.Interaction) {
+				continue
+			}
+			ok, err := s.matches(ctx, a, r, &c)
+			if err != nil {
+				return err // retried; deliveries already enqueued are unique
+			}
+			if !ok {
+				continue
+			}
+			da := deliverArgs{Subscription: r.ID, Route: a.Route, Writer: a.Writer, Change: c, Depth: a.Depth, Trace: a.Trace, At: a.At}
+			raw, err := json.Marshal(da)
+			if err != nil {
+				return err
+			}
+			attempts := r.MaxAttempts
+			if r.Endpoint.Bot != "" {
+				attempts = botDeliverAttempts
+			}
+			key := fmt.Sprintf("%s|%s|%s|%s|%s", r.ID, c.Interaction, c.Ref(), c.Version, a.Route)
+			if _, err := s.o.Queue.Enqueue(ctx, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// matches decides one rule for one change: its parameters by the
+// backend's own search, then the author's right to read the resource.
+func (s *Service) matches(ctx context.Context, a *triggerArgs, r *spec.Rule, c *spec.Change) (bool, error) {
+	be := &lazyBackend{s: s, route: a.Route, writer: a.Writer}
+	switch {
+	case r.Criteria.Query == "":
+	case c.Interaction == spec.Delete:
+		// Decided before the delete, while the backend could still find it.
+		if !slices.Contains(c.Matched, r.ID) {
+			return false, nil
+		}
+	default:
+		ok, err := countMatches(ctx, be, r, c.Type, c.ID)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return s.authorMayRead(ctx, be, r, c)
+}
+
+// countMatches asks the backend whether resource typ/id matches the
+// rule's parameters: a count-only search with its _id.
+func countMatches(ctx context.Context, be Backend, r *spec.Rule, typ, id string) (bool, error) {
+	resp, err := be.Do(ctx, http.MethodGet, typ, r.Criteria.MatchQuery(id), nil, nil)
+	if err != nil {
+		return false, err
+	}
+	if resp.Status != http.StatusOK {
+		return false, fmt.Errorf("matching %s/%s: the backend answered %d", typ, id, resp.Status)
+	}
+	var b struct {
+		Total *int `json:"total"`
+	}
+	if json.Unmarshal(resp.Body, &b) != nil || b.Total == nil {
+		return false, fmt.Errorf("matching %s/%s: the backend's count has no total", typ, id)
+	}
+	return *b.Total > 0, nil
+}
+
+// authorMayRead tells whether the Subscription's author may read the
+// resource under the gate's rules: a webhook never carries what its
+// author could not read.
+func (s *Service) authorMayRead(ctx context.Context, be Backend, r *spec.Rule, c *spec.Change) (bool, error) {
+	sub, err := store.Get[store.Subscription](ctx, s.o.Store, r.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if sub.Author == nil {
+		return false, nil
+	}
+	acc := s.authz.Access(sub.Author.Scope, sub.Author.Patient)
+	dec := s.authz.Decide(acc, &authz.Request{Method: http.MethodGet, Segments: []string{c.Type, c.ID}, Header: http.Header{}})
+	if dec.Denied != nil {
+		return false, nil
+	}
+	if acc.Full() {
+		return true, nil
+	}
+	body := []byte(c.Resource)
+	if body == nil {
+		resp, err := be.Do(ctx, http.MethodGet, c.Ref(), nil, nil, nil)
+		if err != nil {
+			return false, err
+		}
+		if resp.Status != http.StatusOK {
+			return false, nil
+		}
+		body = resp.Body
+	}
+	return acc.CheckResponse(body) == nil, nil
+}

@@ -1,0 +1,250 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/authz"
+	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/gateway"
+	"github.com/fhirgate/fhirgate/internal/oauth"
+	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/subscription/spec"
+)
+
+// Defaults for Options.
+const (
+	// DefaultMaxDepth bounds a chain of bots triggering each other.
+	DefaultMaxDepth = 5
+	// DefaultAuditRetention is how long delivery AuditEvents are kept.
+	DefaultAuditRetention = 30 * 24 * time.Hour
+	// routeTTL is how long a write's in-process backend route is kept for
+	// its jobs.
+	routeTTL = 10 * time.Minute
+)
+
+// Backend reaches the FHIR backend as someone (gateway.Backend).
+type Backend interface {
+	Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error)
+}
+
+// BackendFor returns a backend route without an HTTP request, as the
+// identity (the request-less backend), for jobs run where no request of
+// the write's is at hand (another replica, after a restart).
+type BackendFor func(ctx context.Context, id *oauth.Identity) (Backend, error)
+
+// HTTPClients gives the client that may reach a project's webhooks (the
+// egress allow-list).
+type HTTPClients interface {
+	For(projectID string) (*http.Client, error)
+}
+
+// BotRunner runs a bot on a message (botapi.API).
+type BotRunner interface {
+	RunMessage(ctx context.Context, m botapi.Message) (*botrunner.Result, error)
+}
+
+// Options configures a Service. Store, Queue and Bots are required.
+type Options struct {
+	Store *store.Store
+	Queue queue.Queue
+	Bots  BotRunner
+	// FHIRBase is the gateway's FHIR base. Default gateway.DefaultFHIRBase.
+	FHIRBase string
+	// Backends is the request-less backend; nil means jobs use the route
+	// of the request that caused them, kept in memory for routeTTL.
+	Backends BackendFor
+	// HTTPClients reaches webhooks; nil refuses URL endpoints at delivery.
+	HTTPClients HTTPClients
+	// MaxDepth bounds trigger chains. 0 means DefaultMaxDepth.
+	MaxDepth int
+	// AuditRetention is how long AuditEvents are kept. 0 means
+	// DefaultAuditRetention.
+	AuditRetention time.Duration
+	// AuditQuota and AuditDiskReserve bound the AuditEvents as the bot
+	// records of botapi are bounded (the project's quota, the disk's
+	// reserve); an event refused is logged instead. Zero means
+	// botapi.DefaultProjectRecordsMax and botapi.DefaultRecordsDiskReserve.
+	AuditQuota       int64
+	AuditDiskReserve uint64
+	Logger           *zap.Logger
+	// Observe counts events: "queued", "delivered", "failed", "retried",
+	// "dropped", "lost".
+	Observe func(event string)
+	// ObserveLag is told how long after the write a delivery ran.
+	ObserveLag func(time.Duration)
+}
+
+// Service is the subscription engine of one gateway handler.
+type Service struct {
+	o     Options
+	authz *authz.Authorizer
+	rules *ruleCache
+
+	mu     sync.Mutex
+	routes map[string]route // by route id: the writes' own backends
+}
+
+type route struct {
+	backend Backend
+	expires time.Time
+}
+
+// New returns a Service.
+func New(o Options) (*Service, error) {
+	if o.Store == nil || o.Queue == nil || o.Bots == nil {
+		return nil, errors.New("subscription: Store, Queue and Bots are required")
+	}
+	if o.FHIRBase == "" {
+		o.FHIRBase = gateway.DefaultFHIRBase
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.AuditRetention <= 0 {
+		o.AuditRetention = DefaultAuditRetention
+	}
+	if o.AuditQuota <= 0 {
+		o.AuditQuota = botapi.DefaultProjectRecordsMax
+	}
+	if o.AuditDiskReserve == 0 {
+		o.AuditDiskReserve = botapi.DefaultRecordsDiskReserve
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Observe == nil {
+		o.Observe = func(string) {}
+	}
+	if o.ObserveLag == nil {
+		o.ObserveLag = func(time.Duration) {}
+	}
+	az, err := authz.New(authz.Options{FHIRBase: o.FHIRBase})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{o: o, authz: az, rules: newRuleCache(o.Store), routes: map[string]route{}}, nil
+}
+
+// keepRoute remembers a write's backend for its jobs and returns its id.
+func (s *Service) keepRoute(id string, b Backend) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, r := range s.routes {
+		if now.After(r.expires) {
+			delete(s.routes, k)
+		}
+	}
+	s.routes[id] = route{backend: b, expires: now.Add(routeTTL)}
+}
+
+// errNoRoute: the job has no backend here (yet); it is retried.
+var errNoRoute = errors.New("no backend route for this job in this process")
+
+// backend returns the route for a job: the request-less backend as the
+// identity, else the write's own when this process kept it.
+func (s *Service) backend(ctx context.Context, routeID string, id *oauth.Identity) (Backend, error) {
+	if s.o.Backends != nil {
+		return s.o.Backends(ctx, id)
+	}
+	s.mu.Lock()
+	r, ok := s.routes[routeID]
+	s.mu.Unlock()
+	if !ok {
+		return nil, errNoRoute
+	}
+	return r.backend, nil
+}
+
+// ruleCache keeps each project's compiled active Subscriptions, read
+// again when the store says Subscriptions changed (on any replica).
+type ruleCache struct {
+	st *store.Store
+
+	mu       sync.Mutex
+	changes  uint64
+	projects map[string][]*spec.Rule
+}
+
+func newRuleCache(st *store.Store) *ruleCache {
+	return &ruleCache{st: st, projects: map[string][]*spec.Rule{}}
+}
+
+// active returns the project's active rules.
+func (c *ruleCache) active(ctx context.Context, project string) ([]*spec.Rule, error) {
+	n := c.st.Changes("Subscription")
+	c.mu.Lock()
+	if n != c.changes {
+		c.projects, c.changes = map[string][]*spec.Rule{}, n
+	}
+	rules, ok := c.projects[project]
+	c.mu.Unlock()
+	if ok {
+		return rules, nil
+	}
+	subs, err := store.Search[store.Subscription](ctx, c.st, store.Filter{Project: project})
+	if err != nil {
+		return nil, err
+	}
+	rules = []*spec.Rule{}
+	for _, sub := range subs {
+		r, err := spec.Compile(sub)
+		if err == nil && r.Active {
+			rules = append(rules, r)
+		}
+	}
+	c.mu.Lock()
+	if c.changes == n {
+		c.projects[project] = rules
+	}
+	c.mu.Unlock()
+	return rules, nil
+}
+
+// watches tells whether any active rule of the project is for typ and
+// one of interactions.
+func watches(rules []*spec.Rule, typ string, interactions ...string) bool {
+	for _, r := range rules {
+		if r.Criteria.Type != typ {
+			continue
+		}
+		for _, i := range interactions {
+			if r.Triggers(i) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lazyBackend finds a job's backend on first use, so a job that needs
+// none (the resource carried in it, criteria without parameters, an
+// author with full access) runs where no route is: after a restart, or
+// on another replica.
+type lazyBackend struct {
+	s      *Service
+	route  string
+	writer writer
+	be     Backend
+}
+
+// Do implements Backend.
+func (l *lazyBackend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error) {
+	if l.be == nil {
+		be, err := l.s.backend(ctx, l.route, l.writer.identity())
+		if err != nil {
+			return nil, err
+		}
+		l.be = be
+	}
+	return l.be.Do(ctx, method, path, query, body, header)
+}

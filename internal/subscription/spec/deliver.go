@@ -1,0 +1,54 @@
+package spec
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+)
+
+// Sign is the X-Signature of body under secret, as Medplum computes it:
+// hex(HMAC-SHA256(secret, body)).
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Body is what a delivery carries: to a URL the resource, or "{}" on a
+// delete; to a bot the resource, or {"deletedResource": …} on a delete.
+func Body(toBot bool, interaction string, resource json.RawMessage) []byte {
+	if interaction != Delete {
+		return resource
+	}
+	if !toBot {
+		return []byte("{}")
+	}
+	out, _ := json.Marshal(map[string]json.RawMessage{"deletedResource": resource})
+	return out
+}
+
+// Headers are a rest-hook delivery's headers (Medplum's): the content
+// type, X-Medplum-Subscription, X-Medplum-Interaction,
+// X-Medplum-Deleted-Resource on a delete, the channel's literals, the
+// signature over body when the rule has a secret, and traceparent.
+func (r *Rule) Headers(interaction, ref string, body []byte, traceparent string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/fhir+json")
+	h.Set("X-Medplum-Subscription", r.ID)
+	h.Set("X-Medplum-Interaction", interaction)
+	if interaction == Delete {
+		h.Set("X-Medplum-Deleted-Resource", ref)
+	}
+	for _, kv := range r.ChannelHeaders {
+		h.Set(kv[0], kv[1])
+	}
+	if r.Secret != "" {
+		h.Set("X-Signature", Sign(r.Secret, body))
+	}
+	if traceparent != "" {
+		h.Set("traceparent", traceparent)
+	}
+	return h
+}
