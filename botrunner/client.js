@@ -180,6 +180,7 @@
   }
 
   let profile; // getProfile's answer: undefined until read, null when there is none
+  let accessToken; // getAccessToken's, once issued
   const medplum = {
     async readResource(resourceType, id) {
       return request('GET', `${name(resourceType, 'resourceType')}/${name(id, 'id')}`);
@@ -435,7 +436,18 @@
       return request('POST', 'email/v1/send', undefined, JSON.stringify(email), 'application/json');
     },
     createPdf: refused('createPdf', "it renders with Medplum's server (pdfmake and its fonts), which fhirgate does not have"),
-    getAccessToken: refused('getAccessToken', 'the gateway does not yet issue a token bound to a run (the calls of medplum carry the run\'s identity without one)'),
+    // A token acting as the run's caller, issued by the gateway on first use and revoked when the
+    // run ends (docs/bots.md).
+    getAccessToken() {
+      if (accessToken === undefined) {
+        const res = native.request('POST', 'auth/run-token');
+        if (res.status >= 400) {
+          fail(errorOutcome(res.status, parseBody(res)));
+        }
+        accessToken = parseBody(res).accessToken;
+      }
+      return accessToken;
+    },
     setAccessToken: refused('setAccessToken', 'the identity of a run is set by the gateway: its calls are made as the caller'),
     getActiveLogin: refused('getActiveLogin', "a run has no Medplum login (tokens, project, membership) of its own"),
     getProject: refused('getProject', "Medplum's Project resource lives in Medplum's server, not in the FHIR backend"),

@@ -67,6 +67,9 @@ func (b *methodsBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(201, string(out))
 	case p == "/Media/media-1" && r.Method == http.MethodPut, p == "/Communication" && r.Method == http.MethodPost:
 		reply(200, string(body))
+	case p == "/auth/run-token":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"accessToken":"run-token-1"}`)
 	case p == "/Practitioner/pr-1":
 		reply(200, `{"resourceType":"Practitioner","id":"pr-1","name":[{"given":["Dee"],"family":"Doc"}]}`)
 	case p == "/Patient" && q.Get("page") == "" && q.Get("name") != "":
@@ -133,8 +136,8 @@ func TestMedplumClientMoreMethods(t *testing.T) {
 			`"POST /fhir/email/v1/send application/json {\"to\":\"a@example.com\",\"subject\":\"s\",\"text\":\"t\"}"`, []string{"POST /fhir/email/v1/send application/json"}},
 		{"createPdf is refused", `Promise.resolve().then(() => medplum['create' + 'Pdf']({}))`, // a direct call is refused at deploy
 			"reject: medplum.createPdf is not available in the bot sandbox: it renders with Medplum's server (pdfmake and its fonts), which fhirgate does not have", nil},
-		{"getAccessToken is refused", `Promise.resolve().then(() => medplum.getAccessToken())`,
-			"reject: medplum.getAccessToken is not available in the bot sandbox: the gateway does not yet issue a token bound to a run (the calls of medplum carry the run's identity without one)", nil},
+		{"getAccessToken asks the gateway once", `Promise.resolve().then(() => [medplum.getAccessToken(), medplum.getAccessToken()])`,
+			`["run-token-1","run-token-1"]`, []string{"POST /fhir/auth/run-token"}},
 		{"fhirUrl without a base URL", `Promise.resolve().then(() => medplum.fhirUrl('Patient'))`,
 			"reject: medplum.fhirUrl is not available in this run: it was not started by a request to the gateway's FHIR API, so it has no base URL", nil},
 	}

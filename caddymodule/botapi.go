@@ -60,6 +60,7 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backen
 		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
 		OnRecordRefused:    observeRecordRefused,
 		Email:              mailer,
+		RunTokens:          app.oauth,
 	})
 	if err != nil {
 		_ = releaseStore(app.storage)

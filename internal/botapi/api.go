@@ -105,6 +105,9 @@ type Options struct {
 	// Email sends the email of bots (medplum.sendEmail; *email.Sender). Nil: sendEmail is
 	// answered 501, saying no SMTP server is configured.
 	Email EmailSender
+	// RunTokens issues the tokens of medplum.getAccessToken (*oauth.Server). Nil: getAccessToken
+	// throws, saying the gateway does not issue them.
+	RunTokens RunTokens
 }
 
 // API answers the bot operations.

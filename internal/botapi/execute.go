@@ -64,6 +64,7 @@ type preparedRun struct {
 	// auditEventDestination "resource" writes the AuditEvent.
 	backend *gateway.Backend
 	fetch   *botrunner.HTTPFetcher // nil without egress
+	tokens  *runTokens             // revoked when the run ends; nil without a medplum client
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -211,10 +212,11 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
 	be := a.backendFor(ctx, call.backend, runAs)
-	if be != nil {
-		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase}
-	}
 	p := &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be, fetch: a.newFetcher(id.ProjectID)}
+	if be != nil {
+		p.tokens = newRunTokens(req.Timeout)
+		p.req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase, tokens: p.tokens}
+	}
 	if p.fetch != nil {
 		p.req.Fetch = p.fetch
 	}
@@ -226,6 +228,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 // is audited even if its caller went away.
 func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error) {
 	res, err := a.o.Runner.Run(ctx, p.req)
+	p.tokens.revokeAll(ctx) // the run's access tokens end with it
 	if fhir.AsError(err) != nil {
 		return nil, err // no run: nothing to count or audit, as for input refused before the run
 	}

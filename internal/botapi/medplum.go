@@ -59,6 +59,8 @@ type medplumClient struct {
 	calls   *callBudget
 	// fhirBase is the run's FHIR base URL, passed on to the bots it calls.
 	fhirBase string
+	// tokens are the access tokens the run was given (runtoken.go).
+	tokens *runTokens
 }
 
 // Do implements botrunner.MedplumClient. A path that could leave the FHIR
@@ -73,6 +75,9 @@ func (c medplumClient) Do(ctx context.Context, method, path string, query url.Va
 	}
 	if path == emailPath {
 		return c.sendEmail(ctx, method, body)
+	}
+	if path == runTokenPath {
+		return c.runToken(ctx)
 	}
 	h := header.Clone()
 	if h == nil {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fhirgate/fhirgate/internal/email/smtptest"
 )
@@ -43,6 +44,44 @@ func TestMedplumCoreBot(t *testing.T) {
 	want = `{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"required","diagnostics":"Missing required parameter(s): member-name"}]}`
 	if r.status != 400 || string(r.body) != want {
 		t.Errorf("throw: %d %s\nwant %s", r.status, r.body, want)
+	}
+
+	// getAccessToken: refused to a bot running as itself, which has no sign-in of its own; with
+	// runAsUser, a token acting as alice while the run lasts, refused once it has ended.
+	r = do(t, "POST", execute, "application/json", `{"what":"token"}`, auth...)
+	if r.status != 400 || !strings.Contains(string(r.body), "runAsUser") {
+		t.Errorf("token of a bot running as itself: %d %s", r.status, r.body)
+	}
+	botURL := s.gateway + "/fhir/R4/Bot/" + id
+	bot := do(t, "GET", botURL, "", "", auth...).json(t)
+	bot["runAsUser"] = true
+	if r := do(t, "PUT", botURL, "application/fhir+json", mustJSON(t, bot), auth...); r.status != 200 {
+		t.Fatalf("PUT Bot with runAsUser: %d %s", r.status, r.body)
+	}
+	done := make(chan response, 1)
+	go func() { done <- do(t, "POST", execute, "application/json", `{"what":"token"}`, auth...) }()
+	token := ""
+	for deadline := time.Now().Add(10 * time.Second); token == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s.backend.mu.Lock()
+		for _, req := range s.backend.requests {
+			if v := req.URL.Query().Get("run-token"); v != "" {
+				token = v
+			}
+		}
+		s.backend.mu.Unlock()
+	}
+	if token == "" {
+		r := <-done
+		t.Fatalf("the bot's token did not reach the backend; the run answered %d %s", r.status, r.body)
+	}
+	if r := do(t, "GET", s.gateway+"/fhir/R4/Patient/1", "", "", "Authorization", "Bearer "+token); r.status != 200 {
+		t.Errorf("the run's token during the run: %d %s", r.status, r.body)
+	}
+	if r := <-done; r.status != 200 || string(r.body) != `{"same":true}` {
+		t.Errorf("token run: %d %s", r.status, r.body)
+	}
+	if r := do(t, "GET", s.gateway+"/fhir/R4/Patient/1", "", "", "Authorization", "Bearer "+token); r.status != 401 {
+		t.Errorf("the run's token after the run: %d %s", r.status, r.body)
 	}
 
 	r = do(t, "POST", execute, "application/json", `{"what":"urls"}`, auth...)

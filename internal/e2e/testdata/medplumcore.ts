@@ -20,6 +20,14 @@ export async function handler(medplum: MedplumClient, event: BotEvent<any>): Pro
       issue: [{ severity: 'error', code: 'required', diagnostics: 'Missing required parameter(s): member-name' }],
     });
   }
+  if (input.what === 'token') {
+    // Hands its token to the test through a search it can see at the backend, then waits for the
+    // test to use it while the run lasts.
+    const token = medplum.getAccessToken();
+    await medplum.search('Patient', { 'run-token': token as string });
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    return { same: token === medplum.getAccessToken() };
+  }
   if (input.what === 'urls') {
     return [medplum.fhirUrl('Patient', '1').toString(), medplum.fhirSearchUrl('Patient', { name: 'x' }).toString(), medplum.getBaseUrl()];
   }
