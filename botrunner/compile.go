@@ -66,6 +66,11 @@ var supported = map[string]bool{
 //     is enumerable (6% of a bot worker's CPU in fhirgate-bench scenario 3, 98 of a TypeScript
 //     echo run's 660 allocations). Object.keys gives the same names: the object it reads is an
 //     object literal esbuild writes, and no bot code has run yet.
+//   - __copyProps (namespace and default imports, `export * from`) looks up every property's
+//     descriptor to copy its enumerability. Every module the sandbox's require gives has only
+//     enumerable properties, and the lookup would build each export of '@medplum/core' — loading
+//     the bundled package (corepkg.go), tens of milliseconds, for `import * as core` — where the
+//     getter it defines reads an export only when the bot does.
 //
 // If a later esbuild writes a helper differently, its replacement does not happen and only the
 // speed is lost (TestCompileDirectExports fails).
@@ -77,6 +82,10 @@ var helperRewrites = []struct{ esbuild, direct string }{
 	{
 		esbuild: `var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);`,
 		direct:  `var __toCommonJS = (mod) => __defProp(mod, "__esModule", { value: true });`,
+	},
+	{
+		esbuild: `__defProp(to, key, { get: () => from[key], enumerable: !(desc = __getOwnPropDesc(from, key)) || desc.enumerable });`,
+		direct:  `__defProp(to, key, { get: () => from[key], enumerable: true });`,
 	},
 }
 
@@ -93,7 +102,8 @@ func directExports(js string) string {
 // The loader follows the file extension: .ts, .mts and .cts are TypeScript; .js, .mjs and .cjs
 // (and a missing filename, Medplum's default "index.js") are JavaScript. Imports of
 // '@medplum/core' become require() calls that the sandbox answers; type-only imports vanish.
-// A syntax error is returned as a *CompileError.
+// A syntax error, a named import '@medplum/core' in the sandbox does not have, or a call of a
+// client method the sandbox refuses (medplum.createPdf) is returned as a *CompileError.
 func Compile(filename, source string) (*Program, error) {
 	if filename == "" {
 		filename = "index.js"
@@ -124,6 +134,12 @@ func Compile(filename, source string) (*Program, error) {
 		return nil, compileErrorFrom(filename, res.Errors[0])
 	}
 	p := &Program{JS: directExports(string(res.Code))}
+	if cerr := checkCoreImports(filename, source, p.JS); cerr != nil {
+		return nil, cerr
+	}
+	if cerr := checkRefusedMethods(filename, source, p.JS); cerr != nil {
+		return nil, cerr
+	}
 	for _, w := range res.Warnings {
 		p.Warnings = append(p.Warnings, compileErrorFrom(filename, w).Error())
 	}

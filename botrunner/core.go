@@ -3,6 +3,7 @@ package botrunner
 import (
 	_ "embed"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/dop251/goja"
@@ -36,8 +37,10 @@ var (
 	clientProgram = embeddedProgram("medplum-client", clientSource)
 )
 
-// coreExports maps every export of '@medplum/core' to the group of core.js that defines it, or to
-// "hl7" for those of package hl7js. TestCoreExportTableMatchesTheGroups keeps it in step.
+// coreExports maps every export of '@medplum/core' that fhirgate writes itself to the group of
+// core.js that defines it, or to "hl7" for those of package hl7js. They are the exports bots use
+// most, cheap to build; the package's other exports come from the bundled package (corepkg.go).
+// TestCoreExportTableMatchesTheGroups keeps it in step.
 var coreExports = map[string]string{
 	"ContentType": "content", "MedplumClient": "content",
 
@@ -49,6 +52,10 @@ var coreExports = map[string]string{
 	"notModified": "outcomes", "operationOutcomeIssueToString": "outcomes",
 	"operationOutcomeToString": "outcomes", "preconditionFailed": "outcomes", "serverError": "outcomes",
 	"tooManyRequests": "outcomes", "unauthorized": "outcomes", "validationError": "outcomes",
+	"businessRule": "outcomes", "contentTooLarge": "outcomes", "isConflict": "outcomes", "isCreated": "outcomes",
+	"isUnauthenticated": "outcomes", "multipleMatches": "outcomes", "serverTimeout": "outcomes",
+	"unauthorizedTokenAudience": "outcomes", "unauthorizedTokenExpired": "outcomes",
+	"unsupportedMediaType": "outcomes",
 
 	"createReference": "references", "formatCodeableConcept": "references", "formatCoding": "references",
 	"formatFamilyName": "references", "formatGivenName": "references", "formatHumanName": "references",
@@ -68,11 +75,45 @@ var coreExports = map[string]string{
 	"parseHl7DateTime": "hl7", "formatHl7DateTime": "hl7",
 }
 
-// coreExportNames is coreExports' keys, sorted: the module's own property order.
+// coreConstants are the string and number constants of the "constants" group of core.js.
+var coreConstants = strings.Fields(
+	"ALL_SERVICE_TYPES_CODE CPT DEFAULT_ACCEPT DEFAULT_MAX_SEARCH_COUNT DEFAULT_SEARCH_COUNT " +
+		"HL7_V2_0203 HTTP_HL7_ORG HTTP_TERMINOLOGY_HL7_ORG ICD10 " +
+		"INVALID_MEDICATION_CART_CONTENTS_RESPONSE INVALID_MEDICATION_CART_RESPONSE " +
+		"INVALID_MEDICATION_CHECKOUT_RESPONSE INVALID_MEDICATION_ORDER_RESPONSE " +
+		"INVALID_MEDICATION_ORDER_SET_RESPONSE INVALID_MEDICATION_SEARCH_RESPONSE LOINC " +
+		"MEDICATION_REQUEST_STATUS_REASON_RESPONSE_NOT_RECEIVED " +
+		"MEDICATION_REQUEST_STATUS_REASON_SYSTEM MEDPLUM_CLI_CLIENT_ID MEDPLUM_RELEASES_URL " +
+		"MEDPLUM_VERSION NDC OccurrenceChangedExtensionURI PARTICIPATION_TYPE_SYSTEM " +
+		"PATIENT_PREFERRED_PHARMACY_URL PHARMACY_PREFERENCE_TYPE_SYSTEM PHARMACY_TYPE_PREFERRED " +
+		"PHARMACY_TYPE_PRIMARY PRIMARY_PERFORMER_CODE RATE_LIMIT_RESET_EXTENSION_URL " +
+		"REQUIRES_DIAGNOSIS_CODE REQUIRES_MEDICAL_NECESSITY_CODE REQUIRES_PROCEDURE_CODE RXNORM " +
+		"RecurrenceIdExtensionURI RecurrenceTemplateExtensionURI " +
+		"RecurringAppointmentSeriesIdentifierSystem SCHEDULING_ELIGIBILITY_SYSTEM " +
+		"SCHEDULING_SERVICE_TYPE_SYSTEM SNOMED SchedulingBookedByOperationURI SchedulingColorURI " +
+		"SchedulingEncounterCodingURI SchedulingExternalUrlURI SchedulingMedicalNecessityURI " +
+		"SchedulingParametersURI SchedulingPlanDefinitionURI SchedulingScheduleColorURI " +
+		"SchedulingSiteURI SchedulingSlotCapacityURI SchedulingUnvalidatedBookingURI " +
+		"ServiceTypeReferenceURI TimezoneExtensionURI UCUM",
+)
+
+func init() {
+	for _, name := range coreConstants {
+		coreExports[name] = "constants"
+	}
+}
+
+// coreExportNames is every name the module provides (coreProvides), sorted: the module's own
+// property order.
 var coreExportNames = func() []string {
-	names := make([]string, 0, len(coreExports))
+	names := make([]string, 0, len(corePkgNames)+len(coreExports))
 	for n := range coreExports {
 		names = append(names, n)
+	}
+	for n := range corePkgNames {
+		if _, dup := coreExports[n]; !dup && coreProvides(n) {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -93,6 +134,7 @@ func (x *execution) coreModule() *goja.Object {
 type lazyCore struct {
 	x       *execution
 	table   *goja.Object // the group functions core.js evaluates to
+	real    *goja.Object // the bundled package's exports (corepkg.go), loaded on first use
 	groups  map[string]*goja.Object
 	own     map[string]goja.Value // assigned exports; a nil value marks a deleted one
 	changed []string              // assigned names that are not in coreExports, in order
@@ -127,6 +169,11 @@ func (c *lazyCore) group(name string) *goja.Object {
 	return g
 }
 
+// Get reads an export: core.js's, else the package's. Any other name throws a TypeError naming
+// it, so a bot never computes with an undefined code system or function. The exceptions are the
+// names that code probes for on any object and must read as absent: __esModule (CommonJS
+// interop), then (is it a promise?), toJSON and Object.prototype's own (they are answered by the
+// prototype). Symbols never reach Get.
 func (c *lazyCore) Get(key string) goja.Value {
 	if v, ok := c.own[key]; ok {
 		return v
@@ -134,7 +181,21 @@ func (c *lazyCore) Get(key string) goja.Value {
 	if group, ok := coreExports[key]; ok {
 		return c.group(group).Get(key)
 	}
-	return nil
+	if coreProvides(key) {
+		return c.pkg().Get(key)
+	}
+	if coreProbes[key] {
+		return nil
+	}
+	panic(c.x.rt.NewTypeError(coreMissing(key)))
+}
+
+// coreProbes are the names reading the module gives undefined (or Object.prototype's member) for.
+var coreProbes = map[string]bool{
+	"__esModule": true, "then": true, "toJSON": true,
+	"constructor": true, "hasOwnProperty": true, "isPrototypeOf": true, "propertyIsEnumerable": true,
+	"toLocaleString": true, "toString": true, "valueOf": true, "__proto__": true,
+	"__defineGetter__": true, "__defineSetter__": true, "__lookupGetter__": true, "__lookupSetter__": true,
 }
 
 func (c *lazyCore) Set(key string, v goja.Value) bool {
@@ -151,8 +212,7 @@ func (c *lazyCore) Has(key string) bool {
 	if v, ok := c.own[key]; ok {
 		return v != nil
 	}
-	_, ok := coreExports[key]
-	return ok
+	return coreProvides(key)
 }
 
 func (c *lazyCore) Delete(key string) bool {

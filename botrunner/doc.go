@@ -76,18 +76,13 @@
 // Under process isolation the worker sends each fetch to the gateway in a fetch frame and goes
 // on; the gateway answers each when it is done.
 //
-// '@medplum/core' provides: ContentType, OperationOutcomeError, allOk, created, notModified,
-// accepted, notFound, unauthorized, forbidden, gone, preconditionFailed, tooManyRequests,
-// badRequest, conflict, validationError, serverError, getStatus, isOk, isNotFound, isGone,
-// isAccepted, isOperationOutcome, assertOk, operationOutcomeToString,
-// operationOutcomeIssueToString, normalizeErrorString, normalizeOperationOutcome, createReference,
-// getReferenceString, getDisplayString, resolveId, parseReference, isReference, isResource,
-// formatHumanName, formatGivenName, formatFamilyName, formatCoding, formatCodeableConcept,
-// isCodeableConcept, getCodeBySystem, setCodeBySystem, getIdentifier, setIdentifier, getExtension,
-// getExtensionValue, getQuestionnaireAnswers, getAllQuestionnaireAnswers, calculateAge,
-// calculateAgeString, capitalize, isEmpty, isPopulated, stringify, deepClone, isUUID, generateId,
-// Hl7Message, Hl7Segment, Hl7Field, Hl7Context, parseHl7DateTime, formatHl7DateTime, and a
-// MedplumClient class whose constructor explains that bots use their medplum argument.
+// '@medplum/core' provides every export of the pinned @medplum/core but those coreUnavailable
+// lists (they need a WebSocket or Medplum's server). core.js writes the ones bots use most
+// (constants, outcomes, references, names, resources, HL7 v2 through package hl7js, a MedplumClient
+// class whose constructor explains that bots use their medplum argument); the rest come from the
+// package itself, bundled by esbuild into corepkg.js and loaded into a runtime the first time it
+// reads one of them. Reading a name the module lacks throws a TypeError naming it, and Compile
+// refuses a bot that imports one.
 //
 // The medplum argument offers readResource, readReference, readHistory, readVersion, search,
 // searchOne, searchResources, createResource, createResourceIfNoneExist, updateResource,

@@ -343,10 +343,10 @@ func (x *execution) errorResult(err error) *Result {
 		return x.failure(OutcomeError, "Maximum call stack size exceeded")
 	case errors.As(err, &ex):
 		x.console.write("[error] ", "Unhandled error: "+strings.TrimRight(ex.String(), "\n"))
-		return x.failure(OutcomeError, x.errorString(ex.Value()))
+		return x.thrownFailure(ex.Value())
 	case errors.As(err, &rej):
 		x.console.write("[error] ", "Unhandled rejection: "+x.formatValue(rej.reason, true))
-		return x.failure(OutcomeError, x.errorString(rej.reason))
+		return x.thrownFailure(rej.reason)
 	}
 	return x.failure(OutcomeError, err.Error())
 }

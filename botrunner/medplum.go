@@ -2,6 +2,7 @@ package botrunner
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -69,8 +70,19 @@ func (x *execution) newClient() *goja.Object {
 		vals.Set(c.Argument(1).String(), c.Argument(2).String())
 		return rt.ToValue(vals.Encode())
 	}))
-	_ = native.Set("outcome", x.fn("outcome", func(c goja.FunctionCall) goja.Value {
-		return x.outcome(fhir.NewOutcome(int(c.Argument(0).ToInteger()), c.Argument(1).String()))
+	_ = native.Set("requester", x.fn("requester", func(goja.FunctionCall) goja.Value {
+		if r := x.req.Event.Requester; r != nil {
+			return rt.ToValue(r.Reference)
+		}
+		return goja.Undefined()
+	}))
+	_ = native.Set("fhirBaseURL", rt.ToValue(x.req.FHIRBaseURL))
+	_ = native.Set("fromBase64", x.fn("fromBase64", func(c goja.FunctionCall) goja.Value {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(c.Argument(0).String()))
+		if err != nil {
+			x.throwOutcome(fhir.NewOutcome(http.StatusBadGateway, "the FHIR backend answered a Binary whose data is not base64"))
+		}
+		return rt.ToValue(rt.NewArrayBuffer(b))
 	}))
 	return x.evalFactory(clientProgram(), native)
 }
@@ -106,7 +118,11 @@ func (x *execution) fhirRequest(call goja.FunctionCall) goja.Value {
 	var body []byte
 	contentType := ""
 	if b := call.Argument(3); !goja.IsUndefined(b) && !goja.IsNull(b) {
-		body = []byte(b.String())
+		if ab, ok := b.Export().(goja.ArrayBuffer); ok {
+			body = ab.Bytes() // createBinary's bytes, sent as they are
+		} else {
+			body = []byte(b.String())
+		}
 		contentType = call.Argument(4).String()
 	}
 	var header http.Header

@@ -187,7 +187,7 @@ func TestPoolForwardsMedplumCalls(t *testing.T) {
 	}
 	sameResult(t, got, want)
 	if !strings.Contains(string(got.Body), `"down":"FHIR backend request failed: connection refused"`) ||
-		!strings.Contains(string(got.Body), `"missing":"Gone fishing"`) || strings.Contains(string(got.Body), "secret=1") {
+		!strings.Contains(string(got.Body), `"missing":"Not found"`) || strings.Contains(string(got.Body), "secret=1") {
 		t.Errorf("body = %s", got.Body)
 	}
 	if len(inPool.calls) != 7 || !reflect.DeepEqual(inPool.calls, inProcess.calls) {

@@ -300,7 +300,7 @@ func (w *worker) run(ctx context.Context, req *Request) (*Result, error) {
 		code = req.Program.JS
 	}
 	r := &poolRun{id: p.nextID.Add(1), ctx: ctx, req: req, code: code, deadline: start.Add(timeout), done: make(chan *resultMsg, 1)}
-	m := runMsg{id: r.id, timeout: timeout, filename: filename, hasMedplum: req.Medplum != nil, runtime: req.Runtime, event: req.Event}
+	m := runMsg{id: r.id, timeout: timeout, filename: filename, hasMedplum: req.Medplum != nil, runtime: req.Runtime, event: req.Event, fhirBaseURL: req.FHIRBaseURL}
 	if dl, ok := ctx.Deadline(); ok {
 		m.deadline = max(time.Until(dl), 1) // 1ns: already passed, the worker's context ends at once
 		if dl.Before(r.deadline) {

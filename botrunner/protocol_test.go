@@ -43,7 +43,7 @@ func TestFramesRoundTrip(t *testing.T) {
 		out  interface{ decode(*decoder) error }
 	}{
 		{"init", frameInit, &initMsg{version: protocolVersion, memory: 256 << 20, maxConsoleBytes: 1, maxResultBytes: 2, maxFrame: 3}, &initMsg{}},
-		{"run with an HL7 event", frameRun, &runMsg{id: 1, timeout: time.Second, deadline: time.Minute, digest: "\x00\xffd", filename: "index.ts", code: "exports.x", hasCode: true, hasMedplum: true, runtime: "awslambda", instanceKey: "p\x00b\x00b@1", instanceBot: "p\x00b", event: ev}, &runMsg{}},
+		{"run with an HL7 event", frameRun, &runMsg{id: 1, timeout: time.Second, deadline: time.Minute, digest: "\x00\xffd", filename: "index.ts", code: "exports.x", hasCode: true, hasMedplum: true, runtime: "awslambda", instanceKey: "p\x00b\x00b@1", instanceBot: "p\x00b", event: ev, fhirBaseURL: "https://gw.example.com/fhir/R4/"}, &runMsg{}},
 		{"run with JSON and a form", frameRun, &runMsg{id: 2, event: Event{Input: Input{Kind: InputForm, Form: map[string]string{}}}}, &runMsg{}},
 		{"run with JSON", frameRun, &runMsg{id: 3, event: jsonEvent(t, `{"a":[1]}`)}, &runMsg{}},
 		{"run with an unparsed form", frameRun, &runMsg{id: 3, event: Event{Input: preparedInput(t, MediaForm, "a=1&b=%C3%A9")}}, &runMsg{}},

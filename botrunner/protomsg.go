@@ -48,6 +48,7 @@ type runMsg struct {
 	// (instanceKeys), empty for a run that gets a fresh runtime.
 	runtime, instanceKey, instanceBot string
 	event                             Event
+	fhirBaseURL                       string
 }
 
 func (m *runMsg) encode(e *encoder) {
@@ -65,6 +66,7 @@ func (m *runMsg) encode(e *encoder) {
 	e.str(m.instanceKey)
 	e.str(m.instanceBot)
 	encodeEvent(e, &m.event)
+	e.str(m.fhirBaseURL)
 }
 
 func (m *runMsg) decode(d *decoder) error {
@@ -83,6 +85,7 @@ func (m *runMsg) decode(d *decoder) error {
 	if err := decodeEvent(d, &m.event); err != nil {
 		return err
 	}
+	m.fhirBaseURL = d.str()
 	return d.done()
 }
 

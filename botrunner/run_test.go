@@ -126,33 +126,52 @@ func TestRunReportsBotFailures(t *testing.T) {
 		src     string
 		message string
 		console string // substring
+		outcome string // the body, when the bot threw an OperationOutcome: that outcome as it is
 	}{
-		{"throw Error", `export function handler() { throw new Error('boom') }`, "boom", "Unhandled error: Error: boom"},
-		{"reject", `export async function handler() { await null; throw new TypeError('async boom') }`, "async boom", "Unhandled rejection: TypeError: async boom"},
-		{"throw string", `export function handler() { throw 'just a string' }`, "just a string", ""},
-		{"throw object with code", `export function handler() { throw { code: 'E_CUSTOM', detail: 1 } }`, "E_CUSTOM", ""},
-		{"throw plain object", `export function handler() { throw { detail: 1 } }`, `{"detail":1}`, ""},
-		{"throw undefined", `export function handler() { throw undefined }`, "Unknown error", ""},
+		{"throw Error", `export function handler() { throw new Error('boom') }`, "boom", "Unhandled error: Error: boom", ""},
+		{"reject", `export async function handler() { await null; throw new TypeError('async boom') }`, "async boom", "Unhandled rejection: TypeError: async boom", ""},
+		{"throw string", `export function handler() { throw 'just a string' }`, "just a string", "", ""},
+		{"throw object with code", `export function handler() { throw { code: 'E_CUSTOM', detail: 1 } }`, "E_CUSTOM", "", ""},
+		{"throw plain object", `export function handler() { throw { detail: 1 } }`, `{"detail":1}`, "", ""},
+		{"throw undefined", `export function handler() { throw undefined }`, "Unknown error", "", ""},
 		{
 			"throw OperationOutcomeError",
 			`import { OperationOutcomeError, badRequest } from '@medplum/core';
 export async function handler() { throw new OperationOutcomeError(badRequest('Invalid birth date', 'Patient.birthDate')) }`,
 			"Invalid birth date (Patient.birthDate)", "",
+			`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"invalid","details":{"text":"Invalid birth date"},"expression":["Patient.birthDate"]}]}`,
+		},
+		{
+			"throw OperationOutcomeError with diagnostics only",
+			`import { OperationOutcomeError } from '@medplum/core';
+export async function handler() {
+  throw new OperationOutcomeError({resourceType: 'OperationOutcome', issue: [{severity: 'error', code: 'required', diagnostics: 'Missing required parameter(s): member-name'}]});
+}`,
+			"Missing required parameter(s): member-name", "",
+			`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"required","diagnostics":"Missing required parameter(s): member-name"}]}`,
+		},
+		{
+			"reject with a medplum client's outcome",
+			`import { OperationOutcomeError, notFound } from '@medplum/core';
+export async function handler() { await null; throw new OperationOutcomeError(notFound) }`,
+			"Not found", "",
+			`{"resourceType":"OperationOutcome","id":"not-found","issue":[{"severity":"error","code":"not-found","details":{"text":"Not found"}}]}`,
 		},
 		{
 			"throw OperationOutcome",
 			`export function handler() { throw { resourceType: 'OperationOutcome', issue: [{ details: { text: 'a' }, diagnostics: 'd' }, { details: { text: 'b' } }] } }`,
 			"a (d); b", "",
+			`{"resourceType":"OperationOutcome","issue":[{"details":{"text":"a"},"diagnostics":"d"},{"details":{"text":"b"}}]}`,
 		},
-		{"never settles", `export function handler() { return new Promise(() => {}) }`, "bot handler's promise never settled", ""},
-		{"no handler", `export const notTheHandler = 1;`, "bot does not export a handler function", ""},
-		{"handler not a function", `exports.handler = 42;`, "bot does not export a handler function", ""},
-		{"throws while loading", `throw new Error('at load time'); export function handler() {}`, "at load time", ""},
+		{"never settles", `export function handler() { return new Promise(() => {}) }`, "bot handler's promise never settled", "", ""},
+		{"no handler", `export const notTheHandler = 1;`, "bot does not export a handler function", "", ""},
+		{"handler not a function", `exports.handler = 42;`, "bot does not export a handler function", "", ""},
+		{"throws while loading", `throw new Error('at load time'); export function handler() {}`, "at load time", "", ""},
 		{"deep recursion", `function f(n: number): number { return f(n + 1) + 1 }
-export function handler() { return f(0) }`, "Maximum call stack size exceeded", "Maximum call stack size exceeded"},
+export function handler() { return f(0) }`, "Maximum call stack size exceeded", "Maximum call stack size exceeded", ""},
 		{"deep async recursion", `async function f(n: number): Promise<number> { return (await f(n + 1)) + 1 }
-export async function handler() { return f(0) }`, "Maximum call stack size exceeded", ""},
-		{"handler getter throws", `Object.defineProperty(exports, 'handler', { get() { throw new Error('getter says no') } })`, "getter says no", ""},
+export async function handler() { return f(0) }`, "Maximum call stack size exceeded", "", ""},
+		{"handler getter throws", `Object.defineProperty(exports, 'handler', { get() { throw new Error('getter says no') } })`, "getter says no", "", ""},
 	}
 	r := New(Options{})
 	for _, tc := range tests {
@@ -166,6 +185,12 @@ export async function handler() { return f(0) }`, "Maximum call stack size excee
 			}
 			if !strings.Contains(res.Console, tc.console) {
 				t.Errorf("console = %q, want it to contain %q", res.Console, tc.console)
+			}
+			if tc.outcome != "" {
+				if string(res.Body) != tc.outcome || res.ContentType != ContentTypeFHIR {
+					t.Errorf("body = %s (%s), want %s", res.Body, res.ContentType, tc.outcome)
+				}
+				return
 			}
 			assertOutcomeBody(t, res)
 		})

@@ -244,6 +244,10 @@ type Request struct {
 	// Fetch serves the sandbox's fetch (fetch.go). Nil: every fetch rejects, saying the bot has
 	// no egress.
 	Fetch Fetcher
+	// FHIRBaseURL is the gateway's public FHIR base the run was asked through, absolute, such as
+	// "https://gw.example.com/fhir/R4/": medplum.fhirUrl, fhirSearchUrl and getBaseUrl build on it.
+	// Empty: they throw, saying the run does not know it.
+	FHIRBaseURL string
 }
 
 // Outcome is how a run ended.

@@ -237,7 +237,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 	default:
 		req := Request{
 			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp, locale: prg.locale}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
-			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot,
+			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot, FHIRBaseURL: m.fhirBaseURL,
 			Fetch: r.fetch, // the pool answers "no egress" for a run without a Fetcher
 		}
 		if m.hasMedplum {

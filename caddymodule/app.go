@@ -20,6 +20,7 @@ import (
 
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/egress"
+	"github.com/fhirgate/fhirgate/internal/email"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/tokens"
@@ -240,6 +241,9 @@ type App struct {
 	// are not deleted (the admin API may manage them too).
 	Projects map[string]*ProjectConfig `json:"projects,omitempty"`
 
+	// Email is the SMTP server bots send email through (medplum.sendEmail).
+	Email *EmailConfig `json:"email,omitempty"`
+
 	store    *storeHandle
 	storage  storageModule
 	declared *declared
@@ -260,6 +264,9 @@ type App struct {
 	// handlers are this config's fhirgate HTTP handlers, for runs with no
 	// request of their own (requestless.go).
 	handlers *handlerSet
+	// mailer is this config's email sender (nil without an email block), shared by its bot
+	// APIs so that a project's rate counts once per process (email.go).
+	mailer *email.Sender
 }
 
 // CaddyModule returns the Caddy module information.
@@ -285,6 +292,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.checkTokenLifetimes(); err != nil {
 		return err
 	}
+	mailer, err := a.emailSender()
+	if err != nil {
+		return err
+	}
+	a.mailer = mailer
 	storage, err := a.loadStorage(ctx)
 	if err != nil {
 		return err

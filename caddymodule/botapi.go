@@ -35,6 +35,10 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backen
 	if _, err := openStore(app.ctx, app.storage, logger); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
+	var mailer botapi.EmailSender
+	if app.mailer != nil {
+		mailer = app.mailer // a nil *email.Sender must stay a nil interface
+	}
 	api, err := botapi.New(botapi.Options{
 		Store:          app.Store(),
 		Queue:          app.store.queue,
@@ -55,6 +59,8 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backen
 		ProjectRecordsMax:  app.ProjectBotRecordsMax,
 		RecordsDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
 		OnRecordRefused:    observeRecordRefused,
+		Email:              mailer,
+		RunTokens:          app.oauth,
 	})
 	if err != nil {
 		_ = releaseStore(app.storage)

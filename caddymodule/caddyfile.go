@@ -61,8 +61,18 @@ func init() {
 //		bot_async_result_max      <size>
 //		project_bot_records_max   <size>
 //		bot_records_disk_reserve  <size>
+//		email {
+//			smtp       <host:port>
+//			username   <user>
+//			password   <password>
+//			from       <address>
+//			tls        mandatory|opportunistic|implicit|off
+//			timeout    <duration>
+//			rate_limit <n> [<period>]
+//		}
 //		project <id> {
 //			name <display name>
+//			email_senders <address>...
 //			client <client_id> {
 //				userinfo_url <url>
 //				idp_jwks_uri <url>
@@ -248,6 +258,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := a.unmarshalProject(d); err != nil {
 				return err
 			}
+		case "email":
+			if err := a.unmarshalEmail(d); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unrecognized fhirgate option '%s'", d.Val())
 		}
@@ -268,6 +282,8 @@ func (a *App) unmarshalProject(d *caddyfile.Dispenser) error {
 			return p.unmarshalBot(d)
 		case "egress":
 			return p.unmarshalEgress(d)
+		case "email_senders":
+			return moreArgs(d, &p.EmailSenders)
 		default:
 			return d.Errf("unrecognized project option '%s'", d.Val())
 		}

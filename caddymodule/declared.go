@@ -31,6 +31,10 @@ type ProjectConfig struct {
 	// Egress is the project's allow-list for webhooks and bots' `fetch`.
 	// Without one, every outbound request is refused.
 	Egress *EgressConfig `json:"egress,omitempty"`
+
+	// EmailSenders are the addresses this project's bots may send email from, besides the
+	// `email` block's default sender.
+	EmailSenders []string `json:"email_senders,omitempty"`
 }
 
 // ClientConfig declares a ClientApplication: one that exchanges tokens of

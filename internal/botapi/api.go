@@ -102,6 +102,12 @@ type Options struct {
 	// OnRecordRefused observes a bot record the store refused: record is
 	// "audit_event" or "async_job", reason "quota" or "disk".
 	OnRecordRefused func(record, reason string)
+	// Email sends the email of bots (medplum.sendEmail; *email.Sender). Nil: sendEmail is
+	// answered 501, saying no SMTP server is configured.
+	Email EmailSender
+	// RunTokens issues the tokens of medplum.getAccessToken (*oauth.Server). Nil: getAccessToken
+	// throws, saying the gateway does not issue them.
+	RunTokens RunTokens
 }
 
 // API answers the bot operations.

@@ -46,6 +46,9 @@ type runCall struct {
 	asBot bool
 	// entity is what the AuditEvent names after the bot (Message.Entity).
 	entity []store.Reference
+	// fhirBase is the gateway's FHIR base URL the request came through,
+	// absolute and ending in '/' (the bot's medplum.fhirUrl); "" when unknown.
+	fhirBase string
 }
 
 // preparedRun is a run ready to start: its bot found, its input accepted,
@@ -61,6 +64,7 @@ type preparedRun struct {
 	// auditEventDestination "resource" writes the AuditEvent.
 	backend *gateway.Backend
 	fetch   *botrunner.HTTPFetcher // nil without egress
+	tokens  *runTokens             // revoked when the run ends; nil without a medplum client
 }
 
 // execute answers an HTTP $execute: it reads the input off the request,
@@ -72,7 +76,8 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$execute accepts GET and POST")
 		return
 	}
-	call := runCall{id: id, backend: be, bot: botKey{id: botID}, header: r.Header, traceID: traceIDOf(r)}
+	call := runCall{id: id, backend: be, bot: botKey{id: botID}, header: r.Header, traceID: traceIDOf(r),
+		fhirBase: baseURL(r) + base + "/"}
 	if botID == "" {
 		call.bot.identifiers = r.URL.Query()["identifier"]
 	}
@@ -202,14 +207,16 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if bot.Timeout > 0 {
 		req.Timeout = time.Duration(bot.Timeout) * time.Second
 	}
+	req.FHIRBaseURL = call.fhirBase
 	if id.Profile != "" {
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
 	be := a.backendFor(ctx, call.backend, runAs)
-	if be != nil {
-		req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx)}
-	}
 	p := &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be, fetch: a.newFetcher(id.ProjectID)}
+	if be != nil {
+		p.tokens = newRunTokens(req.Timeout)
+		p.req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase, tokens: p.tokens}
+	}
 	if p.fetch != nil {
 		p.req.Fetch = p.fetch
 	}
@@ -221,6 +228,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 // is audited even if its caller went away.
 func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error) {
 	res, err := a.o.Runner.Run(ctx, p.req)
+	p.tokens.revokeAll(ctx) // the run's access tokens end with it
 	if fhir.AsError(err) != nil {
 		return nil, err // no run: nothing to count or audit, as for input refused before the run
 	}

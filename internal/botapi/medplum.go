@@ -57,6 +57,10 @@ type medplumClient struct {
 	backend *gateway.Backend
 	traceID string
 	calls   *callBudget
+	// fhirBase is the run's FHIR base URL, passed on to the bots it calls.
+	fhirBase string
+	// tokens are the access tokens the run was given (runtoken.go).
+	tokens *runTokens
 }
 
 // Do implements botrunner.MedplumClient. A path that could leave the FHIR
@@ -68,6 +72,12 @@ func (c medplumClient) Do(ctx context.Context, method, path string, query url.Va
 	}
 	if botID, ok := executePath(path); ok {
 		return c.executeBot(ctx, botID, query, body, contentType)
+	}
+	if path == emailPath {
+		return c.sendEmail(ctx, method, body)
+	}
+	if path == runTokenPath {
+		return c.runToken(ctx)
 	}
 	h := header.Clone()
 	if h == nil {
@@ -124,6 +134,7 @@ func (c medplumClient) executeBot(ctx context.Context, botID string, query url.V
 	call := runCall{
 		id: c.id, backend: c.backend, bot: botKey{id: botID},
 		contentType: contentType, body: body, header: header, traceID: c.traceID,
+		fhirBase: c.fhirBase,
 	}
 	if botID == "" {
 		call.bot.identifiers = query["identifier"]

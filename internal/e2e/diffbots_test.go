@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/fhirgate/fhirgate/internal/email/smtptest"
 )
 
 // diffBotsDir holds the differential suite's bots, one file each, and the
@@ -101,7 +103,10 @@ func TestDifferentialBots(t *testing.T) {
 	if tmpl == stackCaddyfile {
 		t.Fatal("stackCaddyfile no longer has the line `reverse_proxy {{.Backend}}`")
 	}
-	s := startStackWith(t, tmpl, "")
+	// Medplum's server sends a bot's email itself (memFHIR records it there); fhirgate sends it
+	// through the operator's SMTP server, here a loopback one whose messages are read back.
+	smtp := smtptest.Start(t, "", "")
+	s := startStackWith(t, tmpl, "email {\n\t\t\tsmtp "+smtp.Addr+"\n\t\t\tfrom bots@example.org\n\t\t\ttls off\n\t\t}")
 	secrets := map[string]map[string]string{}
 	for name, value := range map[string]string{
 		"API_BASE": outside.URL, "API_KEY": diffAPIKey,
@@ -123,9 +128,13 @@ func TestDifferentialBots(t *testing.T) {
 	}
 	for _, b := range bots {
 		backend.begin("fhirgate/" + b.name)
+		sent := len(smtp.Received())
 		r := do(t, "POST", s.gateway+"/fhir/R4/Bot/"+b.id+"/$execute", b.req.contentType, b.req.body, auth...)
 		b.gate = &diffRun{Status: r.status, Body: string(r.body)}
 		b.gate.record(backend, outside, "fhirgate/"+b.name)
+		for _, m := range smtp.Received()[sent:] {
+			b.gate.Emails = append(b.gate.Emails, emailOptions(t, m))
+		}
 	}
 	for _, b := range bots {
 		b.gate.Console = auditConsole(t, s, b.id, b.gate.Status != 200)

@@ -3,7 +3,6 @@ package oauth
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -17,15 +16,7 @@ import (
 // cannot be used.
 func TestLogoutRevokesAccessAndRefreshTokens(t *testing.T) {
 	e := newEnv(t)
-	rec := e.exchange("web", "alice")
-	if rec.Code != 200 {
-		fail(t, rec, "exchange refused")
-	}
-	var tok struct {
-		AccessToken  string `json:"access_token"`
-		RefreshToken string `json:"refresh_token"`
-	}
-	_ = json.Unmarshal(rec.Body.Bytes(), &tok)
+	tok := e.signIn(t, "web", "alice")
 	req := httptest.NewRequest("POST", "/oauth2/logout", strings.NewReader("{}"))
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 	id, aerr := e.srv.Authenticate(context.Background(), req)

@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -251,4 +252,24 @@ func (e *env) exchange(client, subject string) *httptest.ResponseRecorder {
 func fail(t *testing.T, rec *httptest.ResponseRecorder, format string, args ...any) {
 	t.Helper()
 	t.Fatalf("%s (status %d, body %s)", fmt.Sprintf(format, args...), rec.Code, rec.Body)
+}
+
+// signedIn is a token exchange's tokens.
+type signedIn struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+}
+
+// signIn exchanges subject through client, failing the test if it is refused.
+func (e *env) signIn(t *testing.T, client, subject string) signedIn {
+	t.Helper()
+	rec := e.exchange(client, subject)
+	if rec.Code != 200 {
+		fail(t, rec, "exchange refused")
+	}
+	var tok signedIn
+	if err := json.Unmarshal(rec.Body.Bytes(), &tok); err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
