@@ -40,6 +40,13 @@ const (
 	// mllpBusyWait is how long a message waits, retrying, when every bot
 	// run slot is taken, before it is answered AE (the sender may resend).
 	mllpBusyWait = 30 * time.Second
+	// mllpBusyPause is the pause before such a retry. A busy answer comes
+	// after the run already waited its turn in the runner's queue, so the
+	// message rejoins the queue at once rather than after the Retry-After
+	// an HTTP client is given (a second in which slots may free up while
+	// it holds one of max_concurrent doing nothing); the pause only bounds
+	// the retries should the runner refuse without waiting.
+	mllpBusyPause = 20 * time.Millisecond
 	// mllpKeptBuffer bounds the answer buffer a connection keeps between
 	// messages.
 	mllpKeptBuffer = 64 << 10
@@ -364,8 +371,8 @@ func (h *MLLP) run(msg *hl7.Message, raw []byte) (code hl7.AckCode, ack []byte, 
 	for {
 		res, err := h.bots.RunMessage(context.Background(), m)
 		if ferr := fhir.AsError(err); ferr != nil {
-			if ferr.RetryAfter > 0 && time.Now().Add(ferr.RetryAfter).Before(deadline) && h.ctx.Err() == nil {
-				time.Sleep(ferr.RetryAfter)
+			if ferr.RetryAfter > 0 && time.Now().Add(mllpBusyPause).Before(deadline) && h.ctx.Err() == nil {
+				time.Sleep(mllpBusyPause)
 				continue
 			}
 			return h.errorAck(msg, ferr.Message, false)
