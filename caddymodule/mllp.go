@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -38,6 +40,16 @@ const (
 	// mllpBusyWait is how long a message waits, retrying, when every bot
 	// run slot is taken, before it is answered AE (the sender may resend).
 	mllpBusyWait = 30 * time.Second
+	// mllpBusyPause is the pause before such a retry. A busy answer comes
+	// after the run already waited its turn in the runner's queue, so the
+	// message rejoins the queue at once rather than after the Retry-After
+	// an HTTP client is given (a second in which slots may free up while
+	// it holds one of max_concurrent doing nothing); the pause only bounds
+	// the retries should the runner refuse without waiting.
+	mllpBusyPause = 20 * time.Millisecond
+	// mllpKeptBuffer bounds the answer buffer a connection keeps between
+	// messages.
+	mllpKeptBuffer = 64 << 10
 )
 
 // MLLP is a caddy-l4 connection handler that takes HL7 v2 messages framed
@@ -240,6 +252,7 @@ func (h *MLLP) Handle(cx *layer4.Connection, _ layer4.Handler) error {
 	defer stop()
 
 	r := mllp.NewReader(cx, int(h.MaxMessage))
+	var out []byte // the connection's answers are framed here, one at a time
 	idle := time.Duration(h.IdleTimeout)
 	for {
 		_ = cx.SetReadDeadline(time.Now().Add(idle))
@@ -270,21 +283,27 @@ func (h *MLLP) Handle(cx *layer4.Connection, _ layer4.Handler) error {
 			h.logger.Info("mllp connection ended", remote, zap.Error(err))
 			return nil
 		}
-		if err := h.answer(cx, msg); err != nil {
+		if err := h.answer(cx, msg, &out); err != nil {
 			h.logger.Info("mllp connection ended while answering", remote, zap.Error(err))
 			return nil
 		}
 	}
 }
 
-// answer processes one message and writes its acknowledgments.
-func (h *MLLP) answer(cx *layer4.Connection, raw []byte) error {
+// answer processes one message and writes its acknowledgments, each
+// framed in *out (the connection's buffer, reused) and sent in one write.
+func (h *MLLP) answer(cx *layer4.Connection, raw []byte, out *[]byte) error {
 	write := func(ack []byte) error {
 		if ack == nil {
 			return nil
 		}
 		_ = cx.SetWriteDeadline(time.Now().Add(time.Duration(h.IdleTimeout)))
-		return mllp.Write(cx, ack)
+		*out = mllp.AppendFrame((*out)[:0], ack)
+		_, err := cx.Write(*out)
+		if cap(*out) > mllpKeptBuffer {
+			*out = nil // a rare large answer does not stay with the connection
+		}
+		return err
 	}
 	msg, err := hl7.ParseBytes(raw)
 	if err != nil {
@@ -347,13 +366,13 @@ func (h *MLLP) run(msg *hl7.Message, raw []byte) (code hl7.AckCode, ack []byte, 
 	if bot == "" {
 		return h.errorAck(msg, "no bot is configured for this message's sender or receiver", false)
 	}
-	m := botapi.Message{Project: h.Project, Bot: bot, ContentType: botrunner.MediaHL7, Body: raw, TraceID: uuid.NewString()}
+	m := botapi.Message{Project: h.Project, Bot: bot, ContentType: botrunner.MediaHL7, Body: raw, Header: mllpHeader, TraceID: uuid.NewString()}
 	deadline := time.Now().Add(mllpBusyWait)
 	for {
 		res, err := h.bots.RunMessage(context.Background(), m)
 		if ferr := fhir.AsError(err); ferr != nil {
-			if ferr.RetryAfter > 0 && time.Now().Add(ferr.RetryAfter).Before(deadline) && h.ctx.Err() == nil {
-				time.Sleep(ferr.RetryAfter)
+			if ferr.RetryAfter > 0 && time.Now().Add(mllpBusyPause).Before(deadline) && h.ctx.Err() == nil {
+				time.Sleep(mllpBusyPause)
 				continue
 			}
 			return h.errorAck(msg, ferr.Message, false)
@@ -379,7 +398,10 @@ func (h *MLLP) resultAck(msg *hl7.Message, res *botrunner.Result) (hl7.AckCode, 
 		if msa, ok := answer.Segment("MSA"); ok {
 			code = hl7.AckCode(strings.ToUpper(msa.Field(1).String()))
 		}
-		return code, res.Body, true
+		// A copy: res.Body may share its array with the rest of the
+		// worker's answer (the console output), which the duplicate
+		// memory must not keep alive.
+		return code, bytes.Clone(res.Body), true
 	}
 	ack, err := mllp.Ack(msg, hl7.AA, "", "")
 	if err != nil {
@@ -396,6 +418,11 @@ func (h *MLLP) errorAck(msg *hl7.Message, why string, keep bool) (hl7.AckCode, [
 	}
 	return hl7.AE, ack, keep
 }
+
+// mllpHeader is what event.headers shows an MLLP run: its content type.
+// One map for every message (botapi only reads it), so a message costs no
+// header of its own.
+var mllpHeader = http.Header{"Content-Type": {botrunner.MediaHL7}}
 
 // botFor is the bot of the first route msg matches, else Bot.
 func (h *MLLP) botFor(msg *hl7.Message) string {

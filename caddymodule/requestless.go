@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -142,6 +143,22 @@ func firstLiteralHost(hosts []string) string {
 	return ""
 }
 
+// sameHost says whether two hosts name the same site: a host matcher
+// holds no port (Caddy matches the request's host without it) while the
+// issuer's host may carry one, so ports are left out of the comparison.
+func sameHost(a, b string) bool {
+	return strings.EqualFold(hostOnly(a), hostOnly(b))
+}
+
+// hostOnly is host without its port (and without an IPv6 literal's
+// brackets).
+func hostOnly(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.Trim(host, "[]")
+}
+
 // issuerHost is the host of the issuer URL, or localhost.
 func issuerHost(issuer string) string {
 	if u, err := url.Parse(issuer); err == nil && u.Host != "" {
@@ -176,7 +193,7 @@ func (a *App) requestLessHandler() (*Handler, error) {
 	}
 	want := issuerHost(a.Issuer)
 	for _, h := range handlers {
-		if route, err := h.siteRoute(); err == nil && strings.EqualFold(route.host, want) {
+		if route, err := h.siteRoute(); err == nil && sameHost(route.host, want) {
 			return h, nil
 		}
 	}

@@ -33,3 +33,30 @@ func TestFindHandlerInNestedRoutes(t *testing.T) {
 		t.Errorf("issuerHost of no issuer = %q", got)
 	}
 }
+
+// TestRequestLessHandlerIssuerWithPort: with several fhirgate handlers, the
+// one whose site is the issuer's host serves runs without a request, also
+// when the issuer URL names a port (a site's host matcher never does).
+func TestRequestLessHandlerIssuerWithPort(t *testing.T) {
+	site := func(host string) *Handler {
+		h := &Handler{requestLess: &requestLess{route: siteRoute{host: host}}}
+		h.requestLess.once.Do(func() {}) // resolved: no Caddy context needed
+		return h
+	}
+	other, gw := site("127.0.0.2"), site("127.0.0.1")
+	app := &App{Issuer: "http://127.0.0.1:8443"}
+	app.handlers = &handlerSet{all: []*Handler{other, gw}}
+	got, err := app.requestLessHandler()
+	if err != nil || got != gw {
+		t.Fatalf("requestLessHandler = %p, %v; want the issuer's site %p", got, err, gw)
+	}
+	app.Issuer = "http://[::1]:8443"
+	gw.requestLess.route.host = "[::1]"
+	if got, err := app.requestLessHandler(); err != nil || got != gw {
+		t.Fatalf("requestLessHandler (IPv6) = %p, %v; want %p", got, err, gw)
+	}
+	app.Issuer = "https://elsewhere.test"
+	if _, err := app.requestLessHandler(); err == nil {
+		t.Error("a handler was chosen for an issuer on no handler's site")
+	}
+}

@@ -115,10 +115,14 @@ func (r *Reader) seekStart() (int, error) {
 // Write writes msg as one frame. It makes one Write call, so frames written
 // by one goroutine at a time never interleave.
 func Write(w io.Writer, msg []byte) error {
-	frame := make([]byte, 0, len(msg)+3)
-	frame = append(frame, StartBlock)
-	frame = append(frame, msg...)
-	frame = append(frame, EndBlock, CarriageReturn)
-	_, err := w.Write(frame)
+	_, err := w.Write(AppendFrame(make([]byte, 0, len(msg)+3), msg))
 	return err
+}
+
+// AppendFrame appends msg framed (start block, msg, end block, carriage
+// return) to dst, so a connection can reuse one buffer for its answers.
+func AppendFrame(dst, msg []byte) []byte {
+	dst = append(dst, StartBlock)
+	dst = append(dst, msg...)
+	return append(dst, EndBlock, CarriageReturn)
 }
