@@ -109,13 +109,24 @@ func TestAsyncExecuteAndRestart(t *testing.T) {
 	}
 
 	loop := s.gateway + "/fhir/R4/Bot/" + s.botID(t, "alpha", "https://example.com/bots|misbehave") + "/$execute"
-	r = do(t, "POST", loop, "application/json", `{"what":"loop"}`, append(alice, "Prefer", "respond-async")...)
+	before := s.backend.count.Load()
+	r = do(t, "POST", loop, "application/json", `{"what":"read-then-loop"}`, append(alice, "Prefer", "respond-async")...)
 	if r.status != 202 {
 		t.Fatalf("async loop: %d %s", r.status, r.body)
 	}
 	stuck := r.header.Get("Content-Location")
 	if got := do(t, "GET", stuck, "", "", alice...); got.status != 202 {
 		t.Fatalf("running job status: %d %s", got.status, got.body)
+	}
+	// Kill only once the queue has started the run (the bot's first act
+	// reaches the backend): a job killed before it started is run after
+	// the restart, as it should be, and this test is about a run cut off.
+	deadline := time.Now().Add(20 * time.Second)
+	for s.backend.count.Load() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the async run never started")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	s.kill()
 	s.start(s.config)

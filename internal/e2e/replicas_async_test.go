@@ -33,8 +33,17 @@ func (rp *replicaPair) asyncAcrossReplicas(t *testing.T, echoB, token string) {
 	}
 	defer conn.Close(ctx)
 	jobID := strings.TrimSuffix(loc[strings.Index(loc, "/job/")+len("/job/"):], "/status")
+	// River marks a job completed after its worker returned, and the
+	// worker returns after the run recorded its end: poll for it.
 	var state string
-	err = conn.QueryRow(ctx, `SELECT state FROM river_job WHERE kind = 'bot.async_execute' AND args->'payload'->>'job' = $1`, jobID).Scan(&state)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err = conn.QueryRow(ctx, `SELECT state FROM river_job WHERE kind = 'bot.async_execute' AND args->'payload'->>'job' = $1`, jobID).Scan(&state)
+		if (err == nil && state == "completed") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err != nil || state != "completed" {
 		t.Fatalf("River's job of the async run: %q, %v", state, err)
 	}

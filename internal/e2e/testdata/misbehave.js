@@ -4,6 +4,11 @@ exports.handler = async (medplum, event) => {
   if (what === 'throw') {
     throw new Error('bot failed on purpose');
   }
+  if (what === 'read-then-loop') {
+    // The backend sees the read: the run has started.
+    await medplum.readResource('Patient', 'started');
+    for (;;) {}
+  }
   if (what === 'loop') {
     await Promise.resolve();
     for (;;) {}
