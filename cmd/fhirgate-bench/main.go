@@ -131,7 +131,7 @@ func exitCode(rep *report, err error) int {
 }
 
 // lastScenario is the highest scenario number.
-const lastScenario = 11
+const lastScenario = 12
 
 // parseOnly reads -only; nil means every scenario.
 func parseOnly(s string) ([]int, error) {
@@ -212,7 +212,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) || selected(12)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -235,7 +235,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	defer idp.Close()
 	h.idpAddr = idp.addr
 
-	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) || selected(12) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -249,15 +249,16 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	return rep, nil
 }
 
-// runMainScenarios runs 1, 2, 3, 7, 8, 9 and 5 against one Caddy, memory last so it
-// sees the state the other scenarios left.
+// runMainScenarios runs 1, 2, 3, 7, 8, 9, 10, 11, 12 and 5 beside one Caddy
+// (11 and 12 start their own besides), memory last so it sees the state the
+// other scenarios left.
 func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool, add func(*scenario, error) error) error {
 	m, err := h.setupMain(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 7, 8, 9, 10, 11, 5} {
+		for _, id := range []int{1, 2, 3, 7, 8, 9, 10, 11, 12, 5} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -271,7 +272,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 	}{
 		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {7, h.mllpScenario}, {8, h.machineScenario},
 		{9, h.jwksScenario}, {authzScenarioID, h.authzScenario},
-		{postgresScenarioID, h.postgresScenario}, {5, h.memoryScenario},
+		{postgresScenarioID, h.postgresScenario}, {subscriptionsScenarioID, h.subscriptionsScenario}, {5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {
