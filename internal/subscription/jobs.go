@@ -120,12 +120,13 @@ type deliverArgs struct {
 }
 
 // match evaluates each change against the project's active rules and
-// enqueues a delivery per match.
+// enqueues a delivery per match, the deliveries of a trigger together.
 func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 	rules, err := s.rules.active(ctx, a.Project)
 	if err != nil {
 		return err
 	}
+	var jobs []queue.Job
 	for _, c := range a.Changes {
 		for _, r := range rules {
 			if r.Criteria.Type != c.Type || !r.Triggers(c.Interaction) {
@@ -148,9 +149,32 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 				attempts = botDeliverAttempts
 			}
 			key := fmt.Sprintf("%s|%s|%s|%s|%s", r.ID, c.Interaction, c.Ref(), c.Version, a.Route)
-			if _, err := s.o.Queue.Enqueue(ctx, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts}); err != nil {
-				return err
+			jobs = append(jobs, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts})
+		}
+	}
+	return s.enqueueAll(ctx, jobs)
+}
+
+// enqueueBatch bounds the jobs enqueued in one transaction (a store
+// transaction has a size limit; a transaction bundle can match many).
+const enqueueBatch = 64
+
+// enqueueAll enqueues jobs in transactions of up to enqueueBatch: one
+// durable commit for the deliveries of a write instead of one each, which
+// is what bounds the engine's rate when commits wait for the disk. A retry
+// after a partial failure enqueues the rest (the keys are unique).
+func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
+	for chunk := range slices.Chunk(jobs, enqueueBatch) {
+		err := s.o.Store.KV().Update(ctx, func(tx store.Txn) error {
+			for _, j := range chunk {
+				if _, err := s.o.Queue.EnqueueTx(ctx, tx, j); err != nil {
+					return err
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -197,6 +197,11 @@ func (q *Queue) AddPeriodic(p queue.Periodic) error {
 	return nil
 }
 
+// fetchCooldown is the shortest time between two fetches of jobs. River's
+// default (100 ms) caps a replica at Workers jobs per 100 ms whenever its
+// workers are all busy: below a Subscription engine's 1000 deliveries/s.
+const fetchCooldown = 10 * time.Millisecond
+
 // tickSchedule fires at the multiples of an interval.
 type tickSchedule time.Duration
 
@@ -223,7 +228,7 @@ func (q *Queue) Start(ctx context.Context) error {
 		JobTimeout:                  min(jobTimeout, q.o.RescueAfter),
 		CompletedJobRetentionPeriod: q.o.Retention,
 		FetchPollInterval:           q.o.PollInterval,
-		FetchCooldown:               min(river.FetchCooldownDefault, q.o.PollInterval),
+		FetchCooldown:               min(fetchCooldown, q.o.PollInterval),
 	}
 	if len(q.kinds) == 0 {
 		// River starts no client without workers: this replica inserts
