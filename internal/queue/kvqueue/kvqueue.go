@@ -53,6 +53,7 @@ type Queue struct {
 	periodic []queue.Periodic
 	started  bool
 
+	group   groupCommit
 	wake    chan struct{}
 	slots   chan struct{} // one token per running job
 	cancel  context.CancelFunc
@@ -267,7 +268,7 @@ func writeRecord(tx store.Txn, r *record, ttl time.Duration) error {
 // Enqueue implements queue.Queue.
 func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error) {
 	var res queue.Enqueued
-	err := q.kv.Update(ctx, func(tx store.Txn) error {
+	err := q.update(ctx, func(tx store.Txn) error {
 		var err error
 		res, err = q.EnqueueTx(ctx, tx, j)
 		return err
@@ -275,6 +276,7 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	q.notify() // committed: the dispatcher finds it now
 	return res, nil
 }
 

@@ -140,7 +140,7 @@ func (q *Queue) run(r *record) {
 	// ran must not run again for want of the write.
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	werr := q.kv.Update(wctx, func(tx store.Txn) error {
+	werr := q.update(wctx, func(tx store.Txn) error {
 		cur, rerr := readRecord(tx, r.ID)
 		if rerr != nil {
 			return rerr
