@@ -186,6 +186,15 @@ type Queue interface {
 	Get(ctx context.Context, id string) (*Info, error)
 }
 
+// BatchEnqueuer is implemented by a Queue whose own commits are cheaper
+// than a store transaction of the caller's: EnqueueBatch inserts jobs in
+// one durable commit, shared with concurrent enqueues (kvqueue, where each
+// transaction costs a sync of the write-ahead log). A nil error means all
+// are durable. Callers without it use EnqueueTx in one transaction.
+type BatchEnqueuer interface {
+	EnqueueBatch(ctx context.Context, jobs []Job) error
+}
+
 // Backoff is the wait before a job's next attempt after attempt failed:
 // 1s, 2s, 4s … capped at an hour.
 func Backoff(attempt int) time.Duration {

@@ -165,6 +165,12 @@ const enqueueBatch = 64
 // after a partial failure enqueues the rest (the keys are unique).
 func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
 	for chunk := range slices.Chunk(jobs, enqueueBatch) {
+		if b, ok := s.o.Queue.(queue.BatchEnqueuer); ok {
+			if err := b.EnqueueBatch(ctx, chunk); err != nil {
+				return err
+			}
+			continue
+		}
 		err := s.o.Store.KV().Update(ctx, func(tx store.Txn) error {
 			for _, j := range chunk {
 				if _, err := s.o.Queue.EnqueueTx(ctx, tx, j); err != nil {

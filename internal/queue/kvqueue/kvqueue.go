@@ -280,6 +280,23 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	return res, nil
 }
 
+// EnqueueBatch implements queue.BatchEnqueuer: the jobs in one
+// transaction, grouped with concurrent writes.
+func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	err := q.update(ctx, func(tx store.Txn) error {
+		for _, j := range jobs {
+			if _, err := q.EnqueueTx(ctx, tx, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		q.notify()
+	}
+	return err
+}
+
 // EnqueueTx implements queue.Queue: tx is a transaction of the KV the
 // queue was made on.
 func (q *Queue) EnqueueTx(_ context.Context, tx store.Txn, j queue.Job) (queue.Enqueued, error) {
@@ -392,4 +409,7 @@ func newID() string {
 }
 
 // Interface guards
-var _ queue.Queue = (*Queue)(nil)
+var (
+	_ queue.Queue         = (*Queue)(nil)
+	_ queue.BatchEnqueuer = (*Queue)(nil)
+)

@@ -64,7 +64,7 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 	kinds := q.kinds
 	q.mu.Unlock()
 	var claimed []*record
-	err := q.kv.Update(ctx, func(tx store.Txn) error {
+	err := q.update(ctx, func(tx store.Txn) error {
 		claimed = claimed[:0]
 		now := time.Now()
 		var due, gone []string // waiting keys of the jobs to claim, and of jobs gone
