@@ -229,14 +229,11 @@ func countMatches(ctx context.Context, be Backend, r *spec.Rule, typ, id string)
 // resource under the gate's rules: a webhook never carries what its
 // author could not read.
 func (s *Service) authorMayRead(ctx context.Context, be Backend, r *spec.Rule, c *spec.Change) (bool, error) {
-	sub, err := store.Get[store.Subscription](ctx, s.o.Store, r.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
+	sub, _, err := s.rules.subscription(ctx, r.Project, r.ID)
 	if err != nil {
 		return false, err
 	}
-	if sub.Author == nil {
+	if sub == nil || sub.Author == nil {
 		return false, nil
 	}
 	acc := s.authz.Access(sub.Author.Scope, sub.Author.Patient)
