@@ -15,8 +15,10 @@
 // respond of the same size, and its CPU per run vs a Medplum-style peer in
 // Node (a fresh vm context per run); 4 HL7 parse+read+serialise vs @medplum/core in
 // Node; 5 Caddy's RSS idle, after mixed requests and over a soak; 6
-// per-request cost as stored users and bots grow; 7 token exchange of
-// JWKS-verified JWTs vs opaque tokens through userinfo.
+// per-request cost as stored users and bots grow; 7 to 11 MLLP, client
+// credentials, JWKS, authorization and the store on PostgreSQL; 12 writes
+// at a fixed rate with and without bot Subscriptions, on Badger and on
+// PostgreSQL (the README lists them all).
 //
 // It exits 1 when any request failed or a scenario could not run, and 0
 // otherwise, also when targets are missed: CI runs -short on noisy
