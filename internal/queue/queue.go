@@ -175,6 +175,13 @@ type Queue interface {
 	Stop(ctx context.Context) error
 	// Enqueue inserts a job; a nil error means it is durable.
 	Enqueue(ctx context.Context, j Job) (Enqueued, error)
+	// EnqueueBatch inserts jobs in one durable commit: cheaper than a
+	// store transaction of EnqueueTx calls (on Badger it is shared with
+	// concurrent enqueues, each transaction costing a sync of the
+	// write-ahead log; on PostgreSQL it is one INSERT). A nil error means
+	// all are durable; an error, none. A unique key repeated in the batch
+	// is inserted once.
+	EnqueueBatch(ctx context.Context, jobs []Job) error
 	// EnqueueTx inserts a job in tx, a transaction of the store's KV that
 	// the queue was opened on: the job exists exactly if tx commits.
 	EnqueueTx(ctx context.Context, tx store.Txn, j Job) (Enqueued, error)
@@ -184,15 +191,6 @@ type Queue interface {
 	Cancel(ctx context.Context, id string) error
 	// Get reports a job's state.
 	Get(ctx context.Context, id string) (*Info, error)
-}
-
-// BatchEnqueuer is implemented by a Queue whose own commits are cheaper
-// than a store transaction of the caller's: EnqueueBatch inserts jobs in
-// one durable commit, shared with concurrent enqueues (kvqueue, where each
-// transaction costs a sync of the write-ahead log). A nil error means all
-// are durable. Callers without it use EnqueueTx in one transaction.
-type BatchEnqueuer interface {
-	EnqueueBatch(ctx context.Context, jobs []Job) error
 }
 
 // Backoff is the wait before a job's next attempt after attempt failed:

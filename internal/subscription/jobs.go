@@ -13,7 +13,6 @@ import (
 	"github.com/fhirgate/fhirgate/internal/authz"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
-	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/subscription/spec"
 )
 
@@ -155,31 +154,17 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 	return s.enqueueAll(ctx, jobs)
 }
 
-// enqueueBatch bounds the jobs enqueued in one transaction (a store
+// enqueueBatch bounds the jobs enqueued in one commit (a store
 // transaction has a size limit; a transaction bundle can match many).
 const enqueueBatch = 64
 
-// enqueueAll enqueues jobs in transactions of up to enqueueBatch: one
-// durable commit for the deliveries of a write instead of one each, which
-// is what bounds the engine's rate when commits wait for the disk. A retry
-// after a partial failure enqueues the rest (the keys are unique).
+// enqueueAll enqueues jobs in commits of up to enqueueBatch: one durable
+// commit for the deliveries of a write instead of one each, which is what
+// bounds the engine's rate when commits wait for the disk. A retry after
+// a partial failure enqueues the rest (the keys are unique).
 func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
 	for chunk := range slices.Chunk(jobs, enqueueBatch) {
-		if b, ok := s.o.Queue.(queue.BatchEnqueuer); ok {
-			if err := b.EnqueueBatch(ctx, chunk); err != nil {
-				return err
-			}
-			continue
-		}
-		err := s.o.Store.KV().Update(ctx, func(tx store.Txn) error {
-			for _, j := range chunk {
-				if _, err := s.o.Queue.EnqueueTx(ctx, tx, j); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := s.o.Queue.EnqueueBatch(ctx, chunk); err != nil {
 			return err
 		}
 	}

@@ -280,7 +280,7 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	return res, nil
 }
 
-// EnqueueBatch implements queue.BatchEnqueuer: the jobs in one
+// EnqueueBatch implements queue.Queue: the jobs in one
 // transaction, grouped with concurrent writes.
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
 	err := q.update(ctx, func(tx store.Txn) error {
@@ -409,7 +409,4 @@ func newID() string {
 }
 
 // Interface guards
-var (
-	_ queue.Queue         = (*Queue)(nil)
-	_ queue.BatchEnqueuer = (*Queue)(nil)
-)
+var _ queue.Queue = (*Queue)(nil)

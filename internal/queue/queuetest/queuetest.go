@@ -198,6 +198,7 @@ func Run(t *testing.T, b Backend) {
 		{"RetriesWithBackoffThenCompletes", false, retries},
 		{"DiscardsAfterMaxAttempts", false, discards},
 		{"UniqueKeyEnqueuesOnce", false, unique},
+		{"EnqueueBatchRunsEachOnce", false, enqueueBatch},
 		{"ScheduledJobCancelled", false, scheduledCancel},
 		{"EnqueueTxFollowsItsTransaction", false, enqueueTx},
 		{"PeriodicOncePerTick", false, periodic},
@@ -279,6 +280,43 @@ func unique(t *testing.T, b Backend) {
 	if n := rec.count(first.ID); n != 1 {
 		t.Fatalf("unique job ran %d times", n)
 	}
+}
+
+// enqueueBatch: a batch runs each job once, a unique key repeated in it or already held once, and a batch
+// with a job without a kind enqueues nothing.
+func enqueueBatch(t *testing.T, b Backend) {
+	q := b.NewStore(t).Open(t, fast())
+	rec := withWorker(t, q, "batch", nil, queue.KindOptions{})
+	ctx := context.Background()
+	held := enqueue(t, q, queue.Job{Kind: "batch", Args: json.RawMessage(`"held"`), UniqueKey: "held"})
+	if err := q.EnqueueBatch(ctx, []queue.Job{{Kind: "batch", Args: json.RawMessage(`"lost"`)}, {Args: json.RawMessage(`"no kind"`)}}); err == nil {
+		t.Fatal("a batch with a job without a kind was enqueued")
+	}
+	err := q.EnqueueBatch(ctx, []queue.Job{
+		{Kind: "batch", Args: json.RawMessage(`"a"`), UniqueKey: "a"},
+		{Kind: "batch", Args: json.RawMessage(`"a again"`), UniqueKey: "a"},
+		{Kind: "batch", Args: json.RawMessage(`"b"`)},
+		{Kind: "batch", Args: json.RawMessage(`"held again"`), UniqueKey: "held"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, q)
+	got := map[string]int{}
+	for range 3 {
+		d := rec.next(t)
+		var s string
+		_ = json.Unmarshal(d.Args, &s)
+		got[s]++
+	}
+	time.Sleep(300 * time.Millisecond) // no late extra run
+	rec.mu.Lock()
+	n := len(rec.got)
+	rec.mu.Unlock()
+	if n != 3 || got["held"] != 1 || got["a"] != 1 || got["b"] != 1 {
+		t.Fatalf("ran %d jobs: %v; want held, a and b once each", n, got)
+	}
+	waitState(t, q, held.ID, queue.StateCompleted)
 }
 
 func scheduledCancel(t *testing.T, b Backend) {

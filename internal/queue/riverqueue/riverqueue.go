@@ -304,6 +304,35 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	return enqueued(res), nil
 }
 
+// EnqueueBatch implements queue.Queue: one INSERT of every job
+// in one transaction, instead of a statement each. A unique key repeated
+// in the batch is inserted once (one statement cannot insert a key twice).
+func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	params := make([]river.InsertManyParams, 0, len(jobs))
+	seen := map[[2]string]bool{}
+	for _, j := range jobs {
+		if j.Kind == "" {
+			return errors.New("enqueuing a job without a kind")
+		}
+		if j.UniqueKey != "" {
+			k := [2]string{j.Kind, j.UniqueKey}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		a, opts := q.insertOpts(j)
+		params = append(params, river.InsertManyParams{Args: a, InsertOpts: opts})
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := q.inserter.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("enqueuing %d jobs: %w", len(params), err)
+	}
+	return nil
+}
+
 // EnqueueTx implements queue.Queue: tx is a transaction of the pgkv store
 // on the queue's pool, and the job is a row written in it.
 func (q *Queue) EnqueueTx(ctx context.Context, tx store.Txn, j queue.Job) (queue.Enqueued, error) {
