@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/fhirgate/fhirgate/internal/groupcommit"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -53,7 +54,7 @@ type Queue struct {
 	periodic []queue.Periodic
 	started  bool
 
-	group   groupCommit
+	group   *groupcommit.Group[*groupedWrite]
 	wake    chan struct{}
 	slots   chan struct{} // one token per running job
 	cancel  context.CancelFunc
@@ -71,7 +72,7 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 	}
 	o = o.WithDefaults()
 	workCtx, workCancel := context.WithCancel(context.Background())
-	return &Queue{
+	q := &Queue{
 		kv: kv, o: o, logger: logger,
 		kinds: map[string]kind{},
 		wake:  make(chan struct{}, 1),
@@ -79,6 +80,8 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 
 		workCtx: workCtx, workCancel: workCancel,
 	}
+	q.group = groupcommit.New(maxGroup, q.commitGroup)
+	return q
 }
 
 func checkKind(k string) error {
