@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 )
 
@@ -65,4 +66,33 @@ func (p *caddyProc) fetchProfile(ctx context.Context, query, path string) error 
 		return fmt.Errorf("saving profile: %w", err)
 	}
 	return f.Close()
+}
+
+// botID finds the id of the bench project's bot with identifier
+// "system|value" through fhirgate's admin API.
+func (p *caddyProc) botID(ctx context.Context, identifier string) (string, error) {
+	q := url.Values{"project": {benchProject}, "identifier": {identifier}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.sites.admin+"/fhirgate/Bot?"+q.Encode(), nil)
+	if err != nil {
+		return "", fmt.Errorf("finding bot %s: %w", identifier, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("finding bot %s: %w", identifier, err)
+	}
+	defer resp.Body.Close()
+	var b struct {
+		Entry []struct {
+			Resource struct {
+				ID string `json:"id"`
+			} `json:"resource"`
+		} `json:"entry"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("finding bot %s: HTTP %d", identifier, resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&b); err != nil || len(b.Entry) != 1 || b.Entry[0].Resource.ID == "" {
+		return "", fmt.Errorf("finding bot %s: not one bot in the answer", identifier)
+	}
+	return b.Entry[0].Resource.ID, nil
 }

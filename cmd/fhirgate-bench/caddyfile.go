@@ -41,6 +41,10 @@ type caddyConfig struct {
 	botIsolation  string // fhirgate's bot_isolation; "" keeps the default
 	botMax        int    // fhirgate's bot_max_concurrent; 0 keeps the default
 	botRuns       int    // fhirgate's bot_runs_per_worker; 0 keeps the default
+	// subscriberBotSource, when set, turns subscriptions on at the gateway
+	// site, declares the subscriber bot with this source, and makes user0
+	// a project admin (who may manage Subscriptions).
+	subscriberBotSource string
 }
 
 // caddyfile renders the config. Access logs stay off (Caddy's default) so
@@ -87,6 +91,9 @@ func (c caddyConfig) caddyfile() string {
 	for i := range c.declaredUsers {
 		w("\t\t\tuser %s {", userEmail(i))
 		w("\t\t\t\tprofile Practitioner/p%d", i)
+		if i == 0 && c.subscriberBotSource != "" {
+			w("\t\t\t\tadmin")
+		}
 		w("\t\t\t}")
 	}
 	if c.echoBotSource != "" {
@@ -105,6 +112,12 @@ func (c caddyConfig) caddyfile() string {
 		w("\t\t\t\tidentifier %s|%s", botSystem, vmcontextEcho)
 		w("\t\t\t\tsource %s", c.echoBotSource)
 		w("\t\t\t\truntime_version vmcontext")
+		w("\t\t\t}")
+	}
+	if c.subscriberBotSource != "" {
+		w("\t\t\tbot %s {", subscriberBot)
+		w("\t\t\t\tidentifier %s|%s", botSystem, subscriberBot)
+		w("\t\t\t\tsource %s", c.subscriberBotSource)
 		w("\t\t\t}")
 	}
 	if c.hl7BotSource != "" {
@@ -137,6 +150,9 @@ func (c caddyConfig) caddyfile() string {
 	w("http://%s {", c.sites.gateway)
 	w("\tfhirgate {")
 	w("\t\tfhir_base /fhir/R4")
+	if c.subscriberBotSource != "" {
+		w("\t\tsubscriptions on")
+	}
 	w("\t}")
 	w("\treverse_proxy %s", c.backend)
 	w("}")

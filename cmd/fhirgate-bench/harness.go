@@ -332,8 +332,9 @@ func (h *harness) startInstance(ctx context.Context, name string, users, bots, d
 
 // startInstanceOn is startInstance with the store on PostgreSQL at
 // postgresDSN (seeding is for Badger stores only), or in its directory
-// when postgresDSN is empty.
-func (h *harness) startInstanceOn(ctx context.Context, name string, users, bots, declared int, echoBot bool, postgresDSN string) (*caddyProc, error) {
+// when postgresDSN is empty. Each tweak may change the config before it is
+// written, given the instance's directory.
+func (h *harness) startInstanceOn(ctx context.Context, name string, users, bots, declared int, echoBot bool, postgresDSN string, tweaks ...func(cfg *caddyConfig, dir string) error) (*caddyProc, error) {
 	dir := filepath.Join(h.tmp, name)
 	storeDir := filepath.Join(dir, "store")
 	if users > 0 || bots > 0 {
@@ -363,6 +364,11 @@ func (h *harness) startInstanceOn(ctx context.Context, name string, users, bots,
 		cfg.hl7BotSource = filepath.Join(dir, "hl7ack.js")
 		if err := os.WriteFile(cfg.hl7BotSource, []byte(hl7AckBotCode), 0o600); err != nil {
 			return nil, fmt.Errorf("writing HL7 bot: %w", err)
+		}
+	}
+	for _, tweak := range tweaks {
+		if err := tweak(&cfg, dir); err != nil {
+			return nil, err
 		}
 	}
 	began := time.Now()

@@ -24,8 +24,13 @@ type loadSpec struct {
 	// Requests are sent in turn by every worker (a mix when several).
 	Requests []requestSpec `json:"requests"`
 	// Concurrency is the number of workers, each a closed loop on its own
-	// keep-alive connection.
+	// keep-alive connection (with Rate, the most requests in flight).
 	Concurrency int `json:"concurrency"`
+	// Rate > 0 makes the run open-loop: request n is due n/Rate seconds
+	// after the start, sent by the next free worker, and its latency runs
+	// from when it was due, so a server that falls behind is charged for
+	// the wait (no coordinated omission).
+	Rate float64 `json:"rate,omitempty"`
 	// Warmup runs before measuring; its requests count only as errors.
 	Warmup duration `json:"warmup,omitempty"`
 	// Duration is how long to measure (a cap when MaxRequests is set).
@@ -201,6 +206,8 @@ func compile(spec loadSpec) ([]compiledRequest, error) {
 type loadRun struct {
 	reqs       []compiledRequest
 	seq        atomic.Uint64 // next request sequence number
+	start      time.Time
+	rate       float64 // requests per second; 0: closed loop
 	maxReqs    uint64
 	measureAt  time.Time
 	endAt      time.Time // zero: no time limit
@@ -234,8 +241,11 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 		timeout = 30 * time.Second
 	}
 	start := time.Now()
+	if spec.Rate < 0 {
+		return loadResult{}, errors.New("rate must not be negative")
+	}
 	run := &loadRun{
-		reqs: reqs, maxReqs: spec.MaxRequests, timeout: timeout,
+		reqs: reqs, maxReqs: spec.MaxRequests, timeout: timeout, start: start, rate: spec.Rate,
 		measureAt:  start.Add(time.Duration(spec.Warmup)),
 		statusSeen: map[int]uint64{},
 	}
@@ -368,6 +378,14 @@ func (run *loadRun) loop(ctx context.Context, w int, send sendFunc) (*histogram,
 			break
 		}
 		began := time.Now()
+		if run.rate > 0 {
+			if began = run.due(seq); !run.endAt.IsZero() && !began.Before(run.endAt) {
+				break
+			}
+			if !sleepUntil(ctx, began) {
+				break
+			}
+		}
 		n, status, sample, err := send(ctx, k, seq)
 		done := time.Now()
 		switch {
@@ -392,6 +410,27 @@ func (run *loadRun) loop(ctx context.Context, w int, send sendFunc) (*histogram,
 		}
 	}
 	return h, bytes, last
+}
+
+// due is when request seq is sent in an open-loop run.
+func (run *loadRun) due(seq uint64) time.Time {
+	return run.start.Add(time.Duration(float64(seq) / run.rate * float64(time.Second)))
+}
+
+// sleepUntil waits for t; false when ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // build makes the request for sequence number seq.

@@ -15,8 +15,10 @@
 // respond of the same size, and its CPU per run vs a Medplum-style peer in
 // Node (a fresh vm context per run); 4 HL7 parse+read+serialise vs @medplum/core in
 // Node; 5 Caddy's RSS idle, after mixed requests and over a soak; 6
-// per-request cost as stored users and bots grow; 7 token exchange of
-// JWKS-verified JWTs vs opaque tokens through userinfo.
+// per-request cost as stored users and bots grow; 7 to 11 MLLP, client
+// credentials, JWKS, authorization and the store on PostgreSQL; 12 writes
+// at a fixed rate with and without bot Subscriptions, on Badger and on
+// PostgreSQL (the README lists them all).
 //
 // It exits 1 when any request failed or a scenario could not run, and 0
 // otherwise, also when targets are missed: CI runs -short on noisy
@@ -131,7 +133,7 @@ func exitCode(rep *report, err error) int {
 }
 
 // lastScenario is the highest scenario number.
-const lastScenario = 11
+const lastScenario = 12
 
 // parseOnly reads -only; nil means every scenario.
 func parseOnly(s string) ([]int, error) {
@@ -212,7 +214,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 			return rep, err
 		}
 	}
-	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11)
+	needCaddy := selected(1) || selected(2) || selected(3) || selected(5) || selected(6) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) || selected(12)
 	if !needCaddy {
 		return rep, nil
 	}
@@ -235,7 +237,7 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	defer idp.Close()
 	h.idpAddr = idp.addr
 
-	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) {
+	if selected(1) || selected(2) || selected(3) || selected(5) || selected(7) || selected(8) || selected(9) || selected(10) || selected(11) || selected(12) {
 		if err := h.runMainScenarios(ctx, selected, add); err != nil {
 			return rep, err
 		}
@@ -249,15 +251,16 @@ func bench(ctx context.Context, set settings, mode string, want []int, profileDi
 	return rep, nil
 }
 
-// runMainScenarios runs 1, 2, 3, 7, 8, 9 and 5 against one Caddy, memory last so it
-// sees the state the other scenarios left.
+// runMainScenarios runs 1, 2, 3, 7, 8, 9, 10, 11, 12 and 5 beside one Caddy
+// (11 and 12 start their own besides), memory last so it sees the state the
+// other scenarios left.
 func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool, add func(*scenario, error) error) error {
 	m, err := h.setupMain(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for _, id := range []int{1, 2, 3, 7, 8, 9, 10, 11, 5} {
+		for _, id := range []int{1, 2, 3, 7, 8, 9, 10, 11, 12, 5} {
 			if selected(id) {
 				_ = add(&scenario{ID: id, Title: "main instance"}, err)
 			}
@@ -271,7 +274,7 @@ func (h *harness) runMainScenarios(ctx context.Context, selected func(int) bool,
 	}{
 		{1, h.proxyScenario}, {2, h.exchangeScenario}, {3, h.botScenario}, {7, h.mllpScenario}, {8, h.machineScenario},
 		{9, h.jwksScenario}, {authzScenarioID, h.authzScenario},
-		{postgresScenarioID, h.postgresScenario}, {5, h.memoryScenario},
+		{postgresScenarioID, h.postgresScenario}, {subscriptionsScenarioID, h.subscriptionsScenario}, {5, h.memoryScenario},
 	}
 	for _, st := range steps {
 		if !selected(st.id) {

@@ -364,8 +364,11 @@ func TestParsers(t *testing.T) {
 		if ids, err := parseOnly("10"); err != nil || len(ids) != 1 || ids[0] != authzScenarioID {
 			t.Errorf("parseOnly(10) = %v, %v; want the authorization scenario", ids, err)
 		}
-		if _, err := parseOnly("12"); err == nil {
-			t.Error("parseOnly accepted scenario 12")
+		if ids, err := parseOnly("12"); err != nil || len(ids) != 1 || ids[0] != subscriptionsScenarioID {
+			t.Errorf("parseOnly(12) = %v, %v; want the Subscriptions scenario", ids, err)
+		}
+		if _, err := parseOnly("13"); err == nil {
+			t.Error("parseOnly accepted scenario 13")
 		}
 	})
 }

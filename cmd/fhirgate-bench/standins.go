@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +28,13 @@ var patientJSON = []byte(`{"resourceType":"Patient","id":"1","meta":{"versionId"
 	`"contact":[{"relationship":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/v2-0131","code":"N"}]}],` +
 	`"name":{"family":"du Marché","given":["Bénédicte"]},"telecom":[{"system":"phone","value":"+33 (237) 998327"}],` +
 	`"gender":"female","period":{"start":"2012"}}],"managingOrganization":{"reference":"Organization/1"}}`)
+
+// createdPatient is the backend's answer to a create: the fixed Patient
+// under a new id, version 1, as a server answers with what it stored.
+func createdPatient(id string) []byte {
+	_, rest, _ := bytes.Cut(patientJSON, []byte(`"versionId":"3"`))
+	return append([]byte(`{"resourceType":"Patient","id":"`+id+`","meta":{"versionId":"1"`), rest...)
+}
 
 // Subject tokens the identity-provider stand-in accepts look like
 // "bt.<user>.<anything>": user <user> is user<user>@bench.test, and the tail
@@ -60,12 +70,23 @@ func userFromToken(tok string) (user int, ok bool) {
 }
 
 // newBackend is the FHIR server stand-in: GET /fhir/R4/Patient/1 answers the
-// fixed Patient, a MedicationRequest search a fixed searchset; anything
-// else is a FHIR 404.
+// fixed Patient, a MedicationRequest search a fixed searchset, POST
+// /fhir/R4/Patient creates (createdPatient); anything else is a FHIR 404.
 func newBackend() http.Handler {
 	notFound := []byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"not-found"}]}`)
+	var created atomic.Uint64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/fhir+json")
+		if r.Method == http.MethodPost && r.URL.Path == "/fhir/R4/Patient" {
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+			id := "c" + strconv.FormatUint(created.Add(1), 10)
+			body := createdPatient(id)
+			w.Header().Set("Location", "/fhir/R4/Patient/"+id+"/_history/1")
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(body)
+			return
+		}
 		if r.Method == http.MethodGet && r.URL.Path == "/fhir/R4/Patient/1" {
 			w.Header().Set("Content-Length", strconv.Itoa(len(patientJSON)))
 			_, _ = w.Write(patientJSON)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/fhirgate/fhirgate/internal/groupcommit"
 )
 
 // Options configures a [Store]. The zero value is ready to use.
@@ -24,7 +26,7 @@ type Options struct {
 type Store struct {
 	kv      KV
 	now     func() time.Time
-	group   groupCommit
+	group   *groupcommit.Group[*groupedWrite]
 	changes *changeCounters
 	usage   usageCache
 	// usageBucket is the width of a bot-record usage bucket (usage.go);
@@ -41,6 +43,7 @@ func New(kv KV, o Options) *Store {
 		now = time.Now
 	}
 	s := &Store{kv: kv, now: now, changes: newChangeCounters(), usageBucket: defaultUsageBucket, shared: sharedByProcesses(kv)}
+	s.group = groupcommit.New(maxGroup, s.commitBatch)
 	if feed, ok := kv.(ChangeFeed); ok {
 		feed.Subscribe(s.remoteChanges)
 	}

@@ -25,16 +25,11 @@ const webhookTimeout = 30 * time.Second
 // deliver runs one delivery attempt. A nil error ends the job (delivered,
 // dropped, or a bot that ran and failed); an error retries it.
 func (s *Service) deliver(ctx context.Context, a *deliverArgs, attempt, maxAttempts int) error {
-	sub, err := store.Get[store.Subscription](ctx, s.o.Store, a.Subscription)
-	if errors.Is(err, store.ErrNotFound) {
-		s.o.Observe("dropped")
-		return nil
-	}
+	sub, r, err := s.rules.subscription(ctx, a.Writer.Project, a.Subscription)
 	if err != nil {
 		return err
 	}
-	r, err := spec.Compile(sub)
-	if err != nil || !r.Active {
+	if sub == nil { // gone, switched off, or no longer valid
 		s.o.Observe("dropped")
 		return nil
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/fhirgate/fhirgate/internal/authz"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
-	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/subscription/spec"
 )
 
@@ -120,12 +119,13 @@ type deliverArgs struct {
 }
 
 // match evaluates each change against the project's active rules and
-// enqueues a delivery per match.
+// enqueues a delivery per match, the deliveries of a trigger together.
 func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 	rules, err := s.rules.active(ctx, a.Project)
 	if err != nil {
 		return err
 	}
+	var jobs []queue.Job
 	for _, c := range a.Changes {
 		for _, r := range rules {
 			if r.Criteria.Type != c.Type || !r.Triggers(c.Interaction) {
@@ -148,9 +148,24 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 				attempts = botDeliverAttempts
 			}
 			key := fmt.Sprintf("%s|%s|%s|%s|%s", r.ID, c.Interaction, c.Ref(), c.Version, a.Route)
-			if _, err := s.o.Queue.Enqueue(ctx, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts}); err != nil {
-				return err
-			}
+			jobs = append(jobs, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts})
+		}
+	}
+	return s.enqueueAll(ctx, jobs)
+}
+
+// enqueueBatch bounds the jobs enqueued in one commit (a store
+// transaction has a size limit; a transaction bundle can match many).
+const enqueueBatch = 64
+
+// enqueueAll enqueues jobs in commits of up to enqueueBatch: one durable
+// commit for the deliveries of a write instead of one each, which is what
+// bounds the engine's rate when commits wait for the disk. A retry after
+// a partial failure enqueues the rest (the keys are unique).
+func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
+	for chunk := range slices.Chunk(jobs, enqueueBatch) {
+		if err := s.o.Queue.EnqueueBatch(ctx, chunk); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -199,14 +214,11 @@ func countMatches(ctx context.Context, be Backend, r *spec.Rule, typ, id string)
 // resource under the gate's rules: a webhook never carries what its
 // author could not read.
 func (s *Service) authorMayRead(ctx context.Context, be Backend, r *spec.Rule, c *spec.Change) (bool, error) {
-	sub, err := store.Get[store.Subscription](ctx, s.o.Store, r.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
+	sub, _, err := s.rules.subscription(ctx, r.Project, r.ID)
 	if err != nil {
 		return false, err
 	}
-	if sub.Author == nil {
+	if sub == nil || sub.Author == nil {
 		return false, nil
 	}
 	acc := s.authz.Access(sub.Author.Scope, sub.Author.Patient)

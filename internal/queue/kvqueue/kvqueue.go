@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/fhirgate/fhirgate/internal/groupcommit"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -53,6 +54,7 @@ type Queue struct {
 	periodic []queue.Periodic
 	started  bool
 
+	group   *groupcommit.Group[*groupedWrite]
 	wake    chan struct{}
 	slots   chan struct{} // one token per running job
 	cancel  context.CancelFunc
@@ -70,7 +72,7 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 	}
 	o = o.WithDefaults()
 	workCtx, workCancel := context.WithCancel(context.Background())
-	return &Queue{
+	q := &Queue{
 		kv: kv, o: o, logger: logger,
 		kinds: map[string]kind{},
 		wake:  make(chan struct{}, 1),
@@ -78,6 +80,8 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 
 		workCtx: workCtx, workCancel: workCancel,
 	}
+	q.group = groupcommit.New(maxGroup, q.commitGroup)
+	return q
 }
 
 func checkKind(k string) error {
@@ -267,7 +271,7 @@ func writeRecord(tx store.Txn, r *record, ttl time.Duration) error {
 // Enqueue implements queue.Queue.
 func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error) {
 	var res queue.Enqueued
-	err := q.kv.Update(ctx, func(tx store.Txn) error {
+	err := q.update(ctx, func(tx store.Txn) error {
 		var err error
 		res, err = q.EnqueueTx(ctx, tx, j)
 		return err
@@ -275,7 +279,25 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	q.notify() // committed: the dispatcher finds it now
 	return res, nil
+}
+
+// EnqueueBatch implements queue.Queue: the jobs in one
+// transaction, grouped with concurrent writes.
+func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	err := q.update(ctx, func(tx store.Txn) error {
+		for _, j := range jobs {
+			if _, err := q.EnqueueTx(ctx, tx, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		q.notify()
+	}
+	return err
 }
 
 // EnqueueTx implements queue.Queue: tx is a transaction of the KV the

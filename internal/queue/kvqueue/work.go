@@ -56,16 +56,18 @@ func (q *Queue) dispatch(ctx context.Context) error {
 }
 
 // claim marks up to n due jobs of registered kinds running, in one
-// transaction.
+// transaction. The scan stops at the n-th claimable job: with a backlog,
+// reading every waiting job on each claim made the claim's transaction,
+// and its conflict check, grow with the backlog.
 func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 	q.mu.Lock()
 	kinds := q.kinds
 	q.mu.Unlock()
 	var claimed []*record
-	err := q.kv.Update(ctx, func(tx store.Txn) error {
+	err := q.update(ctx, func(tx store.Txn) error {
 		claimed = claimed[:0]
 		now := time.Now()
-		var due []string
+		var due, gone []string // waiting keys of the jobs to claim, and of jobs gone
 		err := tx.Scan([]byte(prefixWaiting), false, func(key, _ []byte) error {
 			at, id, ok := parseWaiting(key)
 			if !ok {
@@ -74,26 +76,33 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 			if at.After(now) {
 				return store.ErrStopScan
 			}
-			due = append(due, string(key), id)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for i := 0; i < len(due) && len(claimed) < n; i += 2 {
-			r, err := readRecord(tx, due[i+1])
+			r, err := readRecord(tx, id)
 			if errors.Is(err, queue.ErrNotFound) {
-				if err := tx.Delete([]byte(due[i])); err != nil {
-					return err
-				}
-				continue
+				gone = append(gone, string(key))
+				return nil
 			}
 			if err != nil {
 				return err
 			}
 			if _, ok := kinds[r.Kind]; !ok {
-				continue // no worker in this process: it waits
+				return nil // no worker in this process: it waits
 			}
+			due = append(due, string(key))
+			claimed = append(claimed, r)
+			if len(claimed) >= n {
+				return store.ErrStopScan
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range gone {
+			if err := tx.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		for i, r := range claimed {
 			r.State = queue.StateRunning
 			r.Attempt++
 			if err := tx.Delete([]byte(due[i])); err != nil {
@@ -105,7 +114,6 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 			if err := writeRecord(tx, r, 0); err != nil {
 				return err
 			}
-			claimed = append(claimed, r)
 		}
 		return nil
 	})
@@ -132,7 +140,7 @@ func (q *Queue) run(r *record) {
 	// ran must not run again for want of the write.
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	werr := q.kv.Update(wctx, func(tx store.Txn) error {
+	werr := q.update(wctx, func(tx store.Txn) error {
 		cur, rerr := readRecord(tx, r.ID)
 		if rerr != nil {
 			return rerr

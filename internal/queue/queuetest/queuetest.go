@@ -198,6 +198,8 @@ func Run(t *testing.T, b Backend) {
 		{"RetriesWithBackoffThenCompletes", false, retries},
 		{"DiscardsAfterMaxAttempts", false, discards},
 		{"UniqueKeyEnqueuesOnce", false, unique},
+		{"EnqueueBatchRunsEachOnce", false, enqueueBatch},
+		{"ConcurrentEnqueuesUniqueOnce", false, concurrentUnique},
 		{"ScheduledJobCancelled", false, scheduledCancel},
 		{"EnqueueTxFollowsItsTransaction", false, enqueueTx},
 		{"PeriodicOncePerTick", false, periodic},
@@ -279,6 +281,94 @@ func unique(t *testing.T, b Backend) {
 	if n := rec.count(first.ID); n != 1 {
 		t.Fatalf("unique job ran %d times", n)
 	}
+}
+
+// concurrentUnique: concurrent Enqueues (which the queue may commit
+// together) of one unique key insert one job, the others its duplicates,
+// and distinct jobs beside them each run once.
+func concurrentUnique(t *testing.T, b Backend) {
+	q := b.NewStore(t).Open(t, fast())
+	rec := withWorker(t, q, "conc", nil, queue.KindOptions{})
+	const n = 40
+	res := make([]queue.Enqueued, n)
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			res[i], errs[i] = q.Enqueue(context.Background(), queue.Job{Kind: "conc", UniqueKey: "same"})
+		})
+		wg.Go(func() {
+			_, errs[n+i] = q.Enqueue(context.Background(), queue.Job{Kind: "conc", Args: json.RawMessage(fmt.Sprintf("%d", i))})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inserted []queue.Enqueued
+	for _, r := range res {
+		if !r.Duplicate {
+			inserted = append(inserted, r)
+		}
+	}
+	if len(inserted) != 1 {
+		t.Fatalf("%d of %d enqueues of one key inserted a job", len(inserted), n)
+	}
+	for _, r := range res {
+		if r.ID != inserted[0].ID {
+			t.Fatalf("a duplicate has id %s, the job %s", r.ID, inserted[0].ID)
+		}
+	}
+	start(t, q)
+	for range n + 1 {
+		rec.next(t)
+	}
+	time.Sleep(300 * time.Millisecond) // no late extra run
+	rec.mu.Lock()
+	got := len(rec.got)
+	rec.mu.Unlock()
+	if got != n+1 {
+		t.Fatalf("%d runs, want %d", got, n+1)
+	}
+}
+
+// enqueueBatch: a batch runs each job once, a unique key repeated in it or already held once, and a batch
+// with a job without a kind enqueues nothing.
+func enqueueBatch(t *testing.T, b Backend) {
+	q := b.NewStore(t).Open(t, fast())
+	rec := withWorker(t, q, "batch", nil, queue.KindOptions{})
+	ctx := context.Background()
+	held := enqueue(t, q, queue.Job{Kind: "batch", Args: json.RawMessage(`"held"`), UniqueKey: "held"})
+	if err := q.EnqueueBatch(ctx, []queue.Job{{Kind: "batch", Args: json.RawMessage(`"lost"`)}, {Args: json.RawMessage(`"no kind"`)}}); err == nil {
+		t.Fatal("a batch with a job without a kind was enqueued")
+	}
+	err := q.EnqueueBatch(ctx, []queue.Job{
+		{Kind: "batch", Args: json.RawMessage(`"a"`), UniqueKey: "a"},
+		{Kind: "batch", Args: json.RawMessage(`"a again"`), UniqueKey: "a"},
+		{Kind: "batch", Args: json.RawMessage(`"b"`)},
+		{Kind: "batch", Args: json.RawMessage(`"held again"`), UniqueKey: "held"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, q)
+	got := map[string]int{}
+	for range 3 {
+		d := rec.next(t)
+		var s string
+		_ = json.Unmarshal(d.Args, &s)
+		got[s]++
+	}
+	time.Sleep(300 * time.Millisecond) // no late extra run
+	rec.mu.Lock()
+	n := len(rec.got)
+	rec.mu.Unlock()
+	if n != 3 || got["held"] != 1 || got["a"] != 1 || got["b"] != 1 {
+		t.Fatalf("ran %d jobs: %v; want held, a and b once each", n, got)
+	}
+	waitState(t, q, held.ID, queue.StateCompleted)
 }
 
 func scheduledCancel(t *testing.T, b Backend) {

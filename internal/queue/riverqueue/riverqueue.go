@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 
+	"github.com/fhirgate/fhirgate/internal/groupcommit"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -74,6 +75,7 @@ type Queue struct {
 	workers  *river.Workers
 	periodic []*river.PeriodicJob
 	inserter *river.Client[pgx.Tx] // inserts, cancels and reads; works nothing
+	inserts  *groupcommit.Group[*insertOp]
 	client   *river.Client[pgx.Tx] // works jobs, from Start
 	started  bool
 }
@@ -93,10 +95,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, txOf TxFunc, o queue.Options, 
 	if err != nil {
 		return nil, fmt.Errorf("creating the River client: %w", err)
 	}
-	return &Queue{
+	q := &Queue{
 		pool: pool, txOf: txOf, o: o.WithDefaults(), logger: logger, slog: sl,
 		kinds: map[string]queue.KindOptions{}, workers: river.NewWorkers(), inserter: inserter,
-	}, nil
+	}
+	q.inserts = groupcommit.New(maxGroup, q.insertGroup)
+	return q, nil
 }
 
 // Migrate creates or migrates River's tables in the pool's schema. Two
@@ -197,6 +201,11 @@ func (q *Queue) AddPeriodic(p queue.Periodic) error {
 	return nil
 }
 
+// fetchCooldown is the shortest time between two fetches of jobs. River's
+// default (100 ms) caps a replica at Workers jobs per 100 ms whenever its
+// workers are all busy: below a Subscription engine's 1000 deliveries/s.
+const fetchCooldown = 10 * time.Millisecond
+
 // tickSchedule fires at the multiples of an interval.
 type tickSchedule time.Duration
 
@@ -223,7 +232,7 @@ func (q *Queue) Start(ctx context.Context) error {
 		JobTimeout:                  min(jobTimeout, q.o.RescueAfter),
 		CompletedJobRetentionPeriod: q.o.Retention,
 		FetchPollInterval:           q.o.PollInterval,
-		FetchCooldown:               min(river.FetchCooldownDefault, q.o.PollInterval),
+		FetchCooldown:               min(fetchCooldown, q.o.PollInterval),
 	}
 	if len(q.kinds) == 0 {
 		// River starts no client without workers: this replica inserts
@@ -286,17 +295,102 @@ func enqueued(res *rivertype.JobInsertResult) queue.Enqueued {
 	return queue.Enqueued{ID: strconv.FormatInt(res.Job.ID, 10), Duplicate: res.UniqueSkippedAsDuplicate}
 }
 
-// Enqueue implements queue.Queue.
+// Enqueue implements queue.Queue. Concurrent Enqueues share one INSERT
+// and one commit (groupcommit): each commit waits for PostgreSQL's WAL
+// flush, and a subscribed write's answer waits for its Enqueue.
 func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error) {
 	if j.Kind == "" {
 		return queue.Enqueued{}, errors.New("enqueuing a job without a kind")
 	}
-	a, opts := q.insertOpts(j)
-	res, err := q.inserter.Insert(ctx, a, opts)
-	if err != nil {
-		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
+	op := &insertOp{ctx: ctx, job: j}
+	if err := q.inserts.Do(ctx, op); err != nil {
+		return queue.Enqueued{}, err
 	}
-	return enqueued(res), nil
+	return op.res, nil
+}
+
+// maxGroup bounds the Enqueues that share one INSERT.
+const maxGroup = 64
+
+// insertOp is one Enqueue waiting for a shared INSERT.
+type insertOp struct {
+	ctx context.Context
+	job queue.Job
+	res queue.Enqueued
+}
+
+// insertGroup inserts a group of Enqueues in one statement; a unique key
+// repeated in the group is inserted once, and the later ones are its
+// duplicates, as if enqueued one after the other. If the statement fails,
+// each is inserted on its own so that only a failing one fails.
+func (q *Queue) insertGroup(batch []*insertOp) []error {
+	errs := make([]error, len(batch))
+	if len(batch) > 1 {
+		jobs := make([]queue.Job, len(batch))
+		for i, op := range batch {
+			jobs[i] = op.job
+		}
+		params, at, dup := q.manyParams(jobs)
+		res, err := q.inserter.InsertMany(context.Background(), params)
+		if err == nil && len(res) == len(params) {
+			for i, op := range batch {
+				op.res = enqueued(res[at[i]])
+				op.res.Duplicate = op.res.Duplicate || dup[i]
+			}
+			return errs
+		}
+	}
+	for i, op := range batch {
+		a, opts := q.insertOpts(op.job)
+		res, err := q.inserter.Insert(op.ctx, a, opts)
+		if err != nil {
+			errs[i] = fmt.Errorf("enqueuing a %s job: %w", op.job.Kind, err)
+			continue
+		}
+		op.res = enqueued(res)
+	}
+	return errs
+}
+
+// EnqueueBatch implements queue.Queue: one INSERT of every job in one
+// transaction, instead of a statement each.
+func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	for _, j := range jobs {
+		if j.Kind == "" {
+			return errors.New("enqueuing a job without a kind")
+		}
+	}
+	params, _, _ := q.manyParams(jobs)
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := q.inserter.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("enqueuing %d jobs: %w", len(params), err)
+	}
+	return nil
+}
+
+// manyParams are the rows of one INSERT of jobs: a unique key repeated
+// among them is one row (a statement cannot insert a key twice), the
+// later jobs its duplicates, as if enqueued one after the other. at is
+// each job's row, dup whether it is such a later job.
+func (q *Queue) manyParams(jobs []queue.Job) (params []river.InsertManyParams, at []int, dup []bool) {
+	at, dup = make([]int, len(jobs)), make([]bool, len(jobs))
+	first := map[[2]string]int{}
+	for i, j := range jobs {
+		if j.UniqueKey != "" {
+			k := [2]string{j.Kind, j.UniqueKey}
+			if n, ok := first[k]; ok {
+				at[i], dup[i] = n, true
+				continue
+			}
+			first[k] = len(params)
+		}
+		a, opts := q.insertOpts(j)
+		at[i] = len(params)
+		params = append(params, river.InsertManyParams{Args: a, InsertOpts: opts})
+	}
+	return params, at, dup
 }
 
 // EnqueueTx implements queue.Queue: tx is a transaction of the pgkv store
