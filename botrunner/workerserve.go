@@ -233,6 +233,9 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}
+		// The run's timeout timer is set next; a monitor asleep since before it would not wake
+		// in time to let it fire (wakeSystemMonitor).
+		wakeSystemMonitor()
 		res, err := s.runner.Run(r.ctx, req)
 		var ierr *InputError
 		switch {
