@@ -123,11 +123,5 @@ func (p *rawPipe) closed(op string) error {
 }
 
 // wakeSystemMonitor makes one ordinary system call, which wakes the runtime's system monitor
-// if it sleeps because every P was idle. A worker runs on one P, and a bot looping in
-// JavaScript gives it up only when the monitor preempts it: until then neither the run's
-// timeout timer nor a cancel frame can interrupt it. A sleeping monitor wakes by itself at the
-// earliest timer it knew of when it fell asleep, so a run whose timeout timer is set after that
-// could loop on unstopped. The worker's frames no longer wake it (rawPipe), so each run does,
-// once, just before it sets its timer; afterwards, whenever the monitor sleeps, it wakes by that
-// timer at the latest.
+// if it sleeps because every P was idle (see monitorKeeper).
 func wakeSystemMonitor() { _, _, _ = syscall.Syscall(syscall.SYS_GETPID, 0, 0, 0) }

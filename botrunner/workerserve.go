@@ -70,8 +70,9 @@ type workerServer struct {
 	memory   int64
 	maxFrame int
 
-	mu   sync.Mutex
-	runs map[uint64]*workerRun
+	mu      sync.Mutex
+	runs    map[uint64]*workerRun
+	monitor monitorKeeper
 }
 
 // workerRun is one run in the worker.
@@ -233,9 +234,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}
-		// The run's timeout timer is set next; a monitor asleep since before it would not wake
-		// in time to let it fire (wakeSystemMonitor).
-		wakeSystemMonitor()
+		s.monitor.runStarting() // before the run sets its timeout timer: see monitorKeeper
 		res, err := s.runner.Run(r.ctx, req)
 		var ierr *InputError
 		switch {
