@@ -73,6 +73,7 @@ type workerServer struct {
 	mu      sync.Mutex
 	runs    map[uint64]*workerRun
 	monitor monitorKeeper
+	serves  workerPool // the goroutines runs are served on
 }
 
 // workerRun is one run in the worker.
@@ -100,7 +101,7 @@ func serveWorker(in io.Reader, out io.Writer) error {
 	if err := init.decode(&decoder{b: payload}); err != nil {
 		return fmt.Errorf("decoding the init frame: %w", err)
 	}
-	s := &workerServer{out: frameWriter{w: out}, memory: init.memory, maxFrame: init.maxFrame, runs: map[uint64]*workerRun{}}
+	s := &workerServer{out: frameWriter{w: out}, memory: init.memory, maxFrame: init.maxFrame, runs: map[uint64]*workerRun{}, serves: workerPool{jobs: make(chan func())}}
 	hello := func(e *encoder) { e.str(protocolVersion); e.uint(uint64(os.Getpid())) }
 	if err := s.out.send(frameHello, hello); err != nil {
 		return fmt.Errorf("answering init: %w", err)
@@ -210,11 +211,12 @@ func (s *workerServer) start(m *runMsg) {
 	s.mu.Lock()
 	s.runs[m.id] = r
 	s.mu.Unlock()
-	go func() {
+	// On a reused goroutine, whose stack has grown already (see workerPool).
+	s.serves.submit(func() {
 		defer stopDeadline()
 		defer cancel()
 		s.serve(r, m)
-	}()
+	})
 }
 
 // serve runs the bot and sends the result.
