@@ -101,7 +101,7 @@ func defaultMaxHeap() int64 {
 func (w *heapWatch) add(x *execution) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.runs) == 0 {
+	if len(w.runs) == 0 && w.budget > 0 { // without a budget the baseline is not used
 		// The live figure is the gateway's own only if the collection that measured it started
 		// after the last run ended (two completed cycles since then); otherwise it may still
 		// count what that run held, and a bot could grow its successor's budget.
@@ -120,7 +120,7 @@ func (w *heapWatch) remove(x *execution) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.runs, x)
-	if len(w.runs) == 0 {
+	if len(w.runs) == 0 && w.budget > 0 {
 		_, _, w.idleAt = readHeap()
 	}
 }

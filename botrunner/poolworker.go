@@ -88,7 +88,7 @@ func (p *Pool) spawn(ctx context.Context) (*worker, error) {
 	}
 	cmd, inW, outR, errR := c.cmd, c.stdin, c.stdout, c.stderr
 	p.spawns.Add(1)
-	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: inW}, dead: make(chan struct{}), active: map[uint64]*poolRun{}}
+	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: pipeWriter(inW)}, dead: make(chan struct{}), active: map[uint64]*poolRun{}}
 	go w.logStderr(errR)
 
 	init := initMsg{
@@ -131,7 +131,7 @@ func (w *worker) read(out *os.File, hello chan<- error) {
 		out.Close()
 		w.reap()
 	}()
-	fr := newFrameReader(out, w.p.maxFrame())
+	fr := newFrameReader(pipeReader(out), w.p.maxFrame())
 	typ, payload, err := fr.next()
 	if err == nil {
 		d := &decoder{b: payload}

@@ -178,7 +178,7 @@ func workerPipes() (io.Reader, io.Writer, error) {
 	if err := syscall.Dup3(2, 1, 0); err != nil {
 		return nil, nil, err
 	}
-	return files[0], files[1], nil
+	return pipeReader(files[0]), pipeWriter(files[1]), nil
 }
 
 func ignoreStopSignals() {

@@ -70,8 +70,10 @@ type workerServer struct {
 	memory   int64
 	maxFrame int
 
-	mu   sync.Mutex
-	runs map[uint64]*workerRun
+	mu      sync.Mutex
+	runs    map[uint64]*workerRun
+	monitor monitorKeeper
+	serves  workerPool // the goroutines runs are served on
 }
 
 // workerRun is one run in the worker.
@@ -100,7 +102,7 @@ func serveWorker(in io.Reader, out io.Writer) error {
 	if err := init.decode(&decoder{b: payload}); err != nil {
 		return fmt.Errorf("decoding the init frame: %w", err)
 	}
-	s := &workerServer{out: frameWriter{w: out}, memory: init.memory, maxFrame: init.maxFrame, runs: map[uint64]*workerRun{}}
+	s := &workerServer{out: frameWriter{w: out}, memory: init.memory, maxFrame: init.maxFrame, runs: map[uint64]*workerRun{}, serves: workerPool{jobs: make(chan func())}}
 	hello := func(e *encoder) { e.str(protocolVersion); e.uint(uint64(os.Getpid())) }
 	if err := s.out.send(frameHello, hello); err != nil {
 		return fmt.Errorf("answering init: %w", err)
@@ -218,11 +220,12 @@ func (s *workerServer) start(m *runMsg) {
 	s.mu.Lock()
 	s.runs[m.id] = r
 	s.mu.Unlock()
-	go func() {
+	// On a reused goroutine, whose stack has grown already (see workerPool).
+	s.serves.submit(func() {
 		defer stopDeadline()
 		defer cancel()
 		s.serve(r, m)
-	}()
+	})
 }
 
 // serve runs the bot and sends the result.
@@ -243,6 +246,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
 		}
+		s.monitor.runStarting() // before the run sets its timeout timer: see monitorKeeper
 		res, err := s.runner.Run(r.ctx, req)
 		var ierr *InputError
 		switch {
