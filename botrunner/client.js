@@ -436,7 +436,7 @@
       return request('POST', 'email/v1/send', undefined, JSON.stringify(email), 'application/json');
     },
     createPdf: refused('createPdf', "it renders with Medplum's server (pdfmake and its fonts), which fhirgate does not have"),
-    // A token acting as the run's caller, issued by the gateway on first use and revoked when the
+    // A token acting as the run's identity, issued by the gateway on first use and revoked when the
     // run ends (docs/bots.md).
     getAccessToken() {
       if (accessToken === undefined) {

@@ -74,8 +74,7 @@ func (c medplumClient) runToken(ctx context.Context) (int, string, []byte, error
 	}
 	token, revoke, err := c.api.o.RunTokens.IssueRunToken(ctx, c.id, c.tokens.ttl)
 	if errors.Is(err, oauth.ErrNoSignIn) {
-		return refuse(http.StatusBadRequest, "this run is not made as a signed-in caller, so there is no sign-in to issue a token for: "+
-			"a bot runs as its caller when its runAsUser is true and it is run by a request (not scheduled or triggered)")
+		return refuse(http.StatusBadRequest, "this run is made neither as a signed-in caller nor as a bot, so there is no identity to issue a token for")
 	}
 	if err != nil {
 		return refuse(http.StatusServiceUnavailable, "the token could not be issued")

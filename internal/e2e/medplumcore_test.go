@@ -46,43 +46,50 @@ func TestMedplumCoreBot(t *testing.T) {
 		t.Errorf("throw: %d %s\nwant %s", r.status, r.body, want)
 	}
 
-	// getAccessToken: refused to a bot running as itself, which has no sign-in of its own; with
-	// runAsUser, a token acting as alice while the run lasts, refused once it has ended.
-	r = do(t, "POST", execute, "application/json", `{"what":"token"}`, auth...)
-	if r.status != 400 || !strings.Contains(string(r.body), "runAsUser") {
-		t.Errorf("token of a bot running as itself: %d %s", r.status, r.body)
+	// getAccessToken: a token acting as the run's identity while the run lasts, refused once it has
+	// ended — the bot's own (Bot/{id}, Medplum's default) and, with runAsUser, alice's.
+	runToken := func(who string) {
+		t.Helper()
+		seen := map[string]bool{}
+		s.backend.mu.Lock()
+		for _, req := range s.backend.requests {
+			seen[req.URL.Query().Get("run-token")] = true
+		}
+		s.backend.mu.Unlock()
+		done := make(chan response, 1)
+		go func() { done <- do(t, "POST", execute, "application/json", `{"what":"token"}`, auth...) }()
+		token := ""
+		for deadline := time.Now().Add(10 * time.Second); token == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			s.backend.mu.Lock()
+			for _, req := range s.backend.requests {
+				if v := req.URL.Query().Get("run-token"); v != "" && !seen[v] {
+					token = v
+				}
+			}
+			s.backend.mu.Unlock()
+		}
+		if token == "" {
+			r := <-done
+			t.Fatalf("%s: the bot's token did not reach the backend; the run answered %d %s", who, r.status, r.body)
+		}
+		if r := do(t, "GET", s.gateway+"/fhir/R4/Patient/1", "", "", "Authorization", "Bearer "+token); r.status != 200 {
+			t.Errorf("%s: the run's token during the run: %d %s", who, r.status, r.body)
+		}
+		if r := <-done; r.status != 200 || string(r.body) != `{"same":true}` {
+			t.Errorf("%s: token run: %d %s", who, r.status, r.body)
+		}
+		if r := do(t, "GET", s.gateway+"/fhir/R4/Patient/1", "", "", "Authorization", "Bearer "+token); r.status != 401 {
+			t.Errorf("%s: the run's token after the run: %d %s", who, r.status, r.body)
+		}
 	}
+	runToken("as itself")
 	botURL := s.gateway + "/fhir/R4/Bot/" + id
 	bot := do(t, "GET", botURL, "", "", auth...).json(t)
 	bot["runAsUser"] = true
 	if r := do(t, "PUT", botURL, "application/fhir+json", mustJSON(t, bot), auth...); r.status != 200 {
 		t.Fatalf("PUT Bot with runAsUser: %d %s", r.status, r.body)
 	}
-	done := make(chan response, 1)
-	go func() { done <- do(t, "POST", execute, "application/json", `{"what":"token"}`, auth...) }()
-	token := ""
-	for deadline := time.Now().Add(10 * time.Second); token == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		s.backend.mu.Lock()
-		for _, req := range s.backend.requests {
-			if v := req.URL.Query().Get("run-token"); v != "" {
-				token = v
-			}
-		}
-		s.backend.mu.Unlock()
-	}
-	if token == "" {
-		r := <-done
-		t.Fatalf("the bot's token did not reach the backend; the run answered %d %s", r.status, r.body)
-	}
-	if r := do(t, "GET", s.gateway+"/fhir/R4/Patient/1", "", "", "Authorization", "Bearer "+token); r.status != 200 {
-		t.Errorf("the run's token during the run: %d %s", r.status, r.body)
-	}
-	if r := <-done; r.status != 200 || string(r.body) != `{"same":true}` {
-		t.Errorf("token run: %d %s", r.status, r.body)
-	}
-	if r := do(t, "GET", s.gateway+"/fhir/R4/Patient/1", "", "", "Authorization", "Bearer "+token); r.status != 401 {
-		t.Errorf("the run's token after the run: %d %s", r.status, r.body)
-	}
+	runToken("runAsUser")
 
 	r = do(t, "POST", execute, "application/json", `{"what":"urls"}`, auth...)
 	want = `["` + s.gateway + `/fhir/R4/Patient/1","` + s.gateway + `/fhir/R4/Patient?name=x","` + s.gateway + `/"]`

@@ -82,6 +82,11 @@ func (s *Server) Authenticate(ctx context.Context, r *http.Request) (*Identity, 
 		UserID: claims.Subject, LoginID: login.ID, ClientID: claims.ClientID, Scope: claims.Scope, Patient: claims.Patient,
 		Profile: claims.Profile, ProjectID: m.Meta.Project, MembershipID: m.ID, Admin: m.Admin,
 	}
+	if isBotLogin(login) {
+		// A bot run's token acts as the run did (botapi's botIdentity): a bot is no user, and
+		// its token grants no more than its run had.
+		id.UserID, id.Admin = "", false
+	}
 	return id, nil
 }
 
@@ -104,6 +109,13 @@ func (s *Server) session(ctx context.Context, c *tokens.Claims) (*store.Login, *
 	}
 	membershipID := refID(login.Membership.Reference)
 	stamp += s.o.Store.RecordChanges("ProjectMembership", membershipID)
+	if membershipID == "" && isBotLogin(login) {
+		// A bot without a membership runs with its project's full access; so does its token.
+		m := &store.ProjectMembership{}
+		m.Meta.Project = login.Meta.Project
+		s.sessions.put(login, m, stamp)
+		return login, m, nil
+	}
 	m, err := store.Get[store.ProjectMembership](ctx, s.o.Store, membershipID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, storeAuthErr(err)

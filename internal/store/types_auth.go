@@ -5,7 +5,8 @@ package store
 type Login struct {
 	base
 	// User is the User who signed in or, for a machine sign-in
-	// (client_credentials), the ClientApplication itself.
+	// (client_credentials), the ClientApplication itself; for the token of
+	// a bot run made as the bot itself (medplum.getAccessToken), the Bot.
 	User       Reference  `json:"user"`
 	Membership Reference  `json:"membership,omitzero"`
 	Client     *Reference `json:"client,omitempty"`
@@ -34,7 +35,7 @@ func (l *Login) allowsTTL() bool { return true }
 func (l *Login) UserID() string { return refID(l.User.Reference, "User") }
 
 func (l *Login) validate() error {
-	if _, _, err := checkReference("user.reference", l.User.Reference, "User", "ClientApplication"); err != nil {
+	if _, _, err := checkReference("user.reference", l.User.Reference, "User", "ClientApplication", "Bot"); err != nil {
 		return err
 	}
 	if l.Membership.Reference != "" {
