@@ -55,6 +55,25 @@ type poolRun struct {
 	code     string
 	deadline time.Time
 	done     chan *resultMsg
+
+	cancelOnce sync.Once // the cancel frame goes once, from whichever sees the cancel first
+}
+
+// cancelIn tells the worker, once, that the caller cancelled run r. It blocks while the worker
+// does not read: call it off the read loop.
+func (r *poolRun) cancelIn(w *worker) {
+	r.cancelOnce.Do(func() { _ = w.out.send(frameCancel, func(e *encoder) { e.uint(r.id) }) })
+}
+
+// cancelFirst sends the cancel frame of r before an answer to r's calls when the caller has
+// cancelled r: the call's answer is then the cancel's own doing (its error, typically), and the
+// worker, reading frames in order, must see its run cancelled before the bot sees that answer.
+// Otherwise the bot could finish on the answer first, as a run that ended cleanly, and its
+// worker would keep the warm instance of a run the caller interrupted.
+func (r *poolRun) cancelFirst(w *worker) {
+	if errors.Is(r.ctx.Err(), context.Canceled) {
+		r.cancelIn(w)
+	}
 }
 
 // maxFrame bounds the frames the pool accepts from a worker: a result body, console output and
@@ -233,6 +252,7 @@ func (w *worker) serveDo(r *poolRun, m *doMsg) {
 			w.p.logger.Error("bot FHIR call panicked", zap.Int("pid", w.pid), zap.Any("panic", p))
 			a = answerMsg{id: m.id, call: m.call, err: "internal error in the gateway's FHIR client"}
 		}
+		r.cancelFirst(w)
 		_ = w.out.send(frameAnswer, a.encode)
 	}()
 	if err := checkWorkerCall(m); err != nil {
@@ -347,7 +367,7 @@ func (w *worker) run(ctx context.Context, req *Request) (*Result, error) {
 		case <-done:
 			done = nil
 			if errors.Is(ctx.Err(), context.Canceled) {
-				go func() { _ = w.out.send(frameCancel, func(e *encoder) { e.uint(r.id) }) }()
+				go r.cancelIn(w)
 			} // a deadline the worker knows itself
 		}
 	}

@@ -377,7 +377,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		// The instance goes back to its pool and the slot to the queue before Run answers: the
 		// caller's next run finds both (a bot calling bots through executeBot makes its next
 		// call at once, on the same lent slot).
-		if !finished || !x.seal(id) || key == "" || !r.instances.put(key, bot, prg.code, x) {
+		// A run whose context ended is discarded even when it finished without being stopped:
+		// the caller's cancel also ends the bot's pending medplum calls, so the bot may see a
+		// rejected call and return before the interrupt reaches it (context.AfterFunc runs on
+		// its own goroutine), and the instance of an interrupted run must not be reused.
+		if !finished || !x.seal(id) || key == "" || ctx.Err() != nil || !r.instances.put(key, bot, prg.code, x) {
 			x.drop()
 		}
 		if finished {
