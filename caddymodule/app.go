@@ -482,6 +482,7 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 // Caddy stops what it started of this config and, on a reload, keeps the
 // old one (and its limits).
 func (a *App) Start() error {
+	a.resolveRequestLess()
 	err := a.start()
 	if err != nil {
 		a.logger.Error("config load refused", zap.Error(err))

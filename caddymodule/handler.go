@@ -168,12 +168,14 @@ type Handler struct {
 	// false, so a backend's own Subscriptions keep working.
 	Subscriptions bool `json:"subscriptions,omitempty"`
 
-	gw     *gateway.Gateway
-	bots   *botAPI
-	subs   *subscription.Service
-	app    *App
-	logger *zap.Logger
-	ctx    caddy.Context
+	gw   *gateway.Gateway
+	bots *botAPI
+	subs *subscription.Service
+	// subJobs are the store's subscription workers, which serve subs.
+	subJobs *subscription.Jobs
+	app     *App
+	logger  *zap.Logger
+	ctx     caddy.Context
 	// route names the handler for the async jobs it accepts (routeName);
 	// requestLess is its route for calls without a request.
 	route       string
@@ -268,10 +270,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // within bot_shutdown_grace (Caddy is exiting), then writes the audit
 // events still queued; the handler's use of the store ends after that.
 func (h *Handler) Cleanup() error {
+	// Caddy also cleans up a handler whose Provision failed part way.
 	if h.subs != nil {
-		h.app.store.subs.Release(h.subs)
+		h.subJobs.Release(h.subs)
 	}
-	h.bots.cleanup(caddy.Exiting())
+	if h.bots != nil {
+		h.bots.cleanup(caddy.Exiting())
+	}
 	return nil
 }
 

@@ -46,13 +46,22 @@ type siteRoute struct {
 	host   string
 }
 
-// requestLess is a handler's request-less route, resolved on first use:
-// the HTTP app is provisioned only after the handler is.
+// requestLess is a handler's request-less route. It is resolved when the
+// config starts (App.Start, resolveRequestLess): only then is the HTTP app,
+// which holds the handler, provisioned. Resolving it later, on a
+// background goroutine (a queued job, an MLLP message), could meet a config
+// whose HTTP app is still being provisioned — and asking Caddy for it then
+// loads a second copy of it — so a call before the start fails instead
+// (a queued job is retried).
 type requestLess struct {
-	once  sync.Once
-	route siteRoute
-	err   error
+	mu       sync.Mutex
+	resolved bool
+	route    siteRoute
+	err      error
 }
+
+// errNotStarted: the handler's config has not started yet.
+var errNotStarted = errors.New("the configuration is still starting: runs without a request have no backend route yet")
 
 // dispatch sends r through the server that holds h, to h's site.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request) {
@@ -67,32 +76,48 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request) {
 	route.server.ServeHTTP(w, r)
 }
 
-// siteRoute finds, once, the server that holds h and the host of its site.
+// siteRoute is the server that holds h and the host of its site, as
+// resolved when h's config started.
 func (h *Handler) siteRoute() (siteRoute, error) {
 	rl := h.requestLess
-	rl.once.Do(func() {
-		app, err := h.ctx.AppIfConfigured("http")
-		if err != nil {
-			rl.err = fmt.Errorf("no HTTP app for request-less backend calls: %w", err)
-			return
-		}
-		httpApp, ok := app.(*caddyhttp.App)
-		if !ok {
-			rl.err = errors.New("the http app is not Caddy's")
-			return
-		}
-		for _, srv := range httpApp.Servers {
-			if hosts, found := findHandler(srv.Routes, h, nil); found {
-				rl.route = siteRoute{server: srv, host: firstLiteralHost(hosts)}
-				if rl.route.host == "" {
-					rl.route.host = issuerHost(h.app.Issuer)
-				}
-				return
-			}
-		}
-		rl.err = errors.New("the fhirgate handler is not in any HTTP server's routes (request-less backend calls need it reachable from a server)")
-	})
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if !rl.resolved {
+		return siteRoute{}, errNotStarted
+	}
 	return rl.route, rl.err
+}
+
+// resolveRequestLess finds the server that holds h and the host of its
+// site. Called from App.Start, on the goroutine loading the config, once
+// every app of the config is provisioned.
+func (h *Handler) resolveRequestLess() {
+	route, err := h.findSiteRoute()
+	rl := h.requestLess
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.route, rl.err, rl.resolved = route, err, true
+}
+
+func (h *Handler) findSiteRoute() (siteRoute, error) {
+	app, err := h.ctx.AppIfConfigured("http")
+	if err != nil {
+		return siteRoute{}, fmt.Errorf("no HTTP app for request-less backend calls: %w", err)
+	}
+	httpApp, ok := app.(*caddyhttp.App)
+	if !ok {
+		return siteRoute{}, errors.New("the http app is not Caddy's")
+	}
+	for _, srv := range httpApp.Servers {
+		if hosts, found := findHandler(srv.Routes, h, nil); found {
+			route := siteRoute{server: srv, host: firstLiteralHost(hosts)}
+			if route.host == "" {
+				route.host = issuerHost(h.app.Issuer)
+			}
+			return route, nil
+		}
+	}
+	return siteRoute{}, errors.New("the fhirgate handler is not in any HTTP server's routes (request-less backend calls need it reachable from a server)")
 }
 
 // findHandler walks routes (and the subroutes inside them) to h; it
@@ -207,6 +232,14 @@ func (a *App) backendFor(ctx context.Context, id *oauth.Identity) (*gateway.Back
 		return nil, err
 	}
 	return h.gw.BackendFor(ctx, id)
+}
+
+// resolveRequestLess resolves every handler's request-less route; see
+// requestLess.
+func (a *App) resolveRequestLess() {
+	for _, h := range a.handlers.list() {
+		h.resolveRequestLess()
+	}
 }
 
 // addHandler records a provisioned HTTP handler of this config.

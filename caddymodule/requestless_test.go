@@ -39,9 +39,8 @@ func TestFindHandlerInNestedRoutes(t *testing.T) {
 // when the issuer URL names a port (a site's host matcher never does).
 func TestRequestLessHandlerIssuerWithPort(t *testing.T) {
 	site := func(host string) *Handler {
-		h := &Handler{requestLess: &requestLess{route: siteRoute{host: host}}}
-		h.requestLess.once.Do(func() {}) // resolved: no Caddy context needed
-		return h
+		// resolved: no Caddy context needed
+		return &Handler{requestLess: &requestLess{route: siteRoute{host: host}, resolved: true}}
 	}
 	other, gw := site("127.0.0.2"), site("127.0.0.1")
 	app := &App{Issuer: "http://127.0.0.1:8443"}

@@ -39,8 +39,10 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 	if err != nil {
 		return err
 	}
-	h.subs = svc
-	app.store.subs.Use(svc)
+	// The jobs are the store handle's, kept here: the app may be cleaned
+	// up (its store handle dropped) before this handler is.
+	h.subs, h.subJobs = svc, app.store.subs
+	h.subJobs.Use(svc)
 	opts.Writes = svc
 	bots := opts.Operations
 	opts.Operations = func(t gateway.Target) gateway.Operation {
