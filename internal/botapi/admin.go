@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -50,7 +51,7 @@ func (a *API) serveAdminCreateBot(w http.ResponseWriter, r *http.Request, id *oa
 	if !requireAdmin(w, id) {
 		return
 	}
-	body, ok := readJSONBody(w, r)
+	body, ok := fhirstore.ReadJSONBody(w, r, maxResourceBody)
 	if !ok {
 		return
 	}

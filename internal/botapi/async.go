@@ -15,6 +15,7 @@ import (
 
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -77,7 +78,7 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request, id *oauth.Identit
 			})
 		}()
 	}
-	statusURL := baseURL(r) + base + "/job/" + job.ID + "/status"
+	statusURL := fhirstore.BaseURL(r) + base + "/job/" + job.ID + "/status"
 	w.Header().Set("Content-Location", statusURL)
 	out := fhir.NewOutcome(http.StatusAccepted, "Accepted")
 	out.Issue[0].Diagnostics = statusURL
@@ -279,13 +280,5 @@ func mayReadJob(job *store.AsyncJob, id *oauth.Identity) bool {
 
 // requestURL is the full URL of the request as the client made it.
 func requestURL(r *http.Request) string {
-	return baseURL(r) + r.URL.RequestURI()
-}
-
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
+	return fhirstore.BaseURL(r) + r.URL.RequestURI()
 }

@@ -4,12 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
-
-	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/fhir"
@@ -112,7 +108,7 @@ func (a *API) serveDeploy(w http.ResponseWriter, r *http.Request, id *oauth.Iden
 		fhir.WriteOutcome(w, http.StatusMethodNotAllowed, "$deploy accepts POST only")
 		return
 	}
-	body, ok := readJSONBody(w, r)
+	body, ok := fhirstore.ReadJSONBody(w, r, maxResourceBody)
 	if !ok {
 		return
 	}
@@ -178,7 +174,7 @@ func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 	}
 	bundle := fhir.NewSearchBundle(bots)
 	// FHIR requires an absolute fullUrl for a resource a server holds.
-	abs := baseURL(r) + base
+	abs := fhirstore.BaseURL(r) + base
 	for i := range bundle.Entry {
 		bundle.Entry[i].FullURL = abs + "/Bot/" + bots[i].ID
 	}
@@ -207,7 +203,7 @@ func requireAdmin(w http.ResponseWriter, id *oauth.Identity) bool {
 }
 
 func (a *API) readBot(w http.ResponseWriter, r *http.Request) (*store.Bot, bool) {
-	body, ok := readJSONBody(w, r)
+	body, ok := fhirstore.ReadJSONBody(w, r, maxResourceBody)
 	if !ok {
 		return nil, false
 	}
@@ -228,34 +224,8 @@ func (a *API) readBot(w http.ResponseWriter, r *http.Request) (*store.Bot, bool)
 	return bot, true
 }
 
-func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/fhir+json") {
-			fhir.WriteOutcome(w, http.StatusUnsupportedMediaType, "send application/fhir+json or application/json")
-			return nil, false
-		}
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxResourceBody+1))
-	if err != nil {
-		fhir.WriteOutcome(w, http.StatusBadRequest, "reading the request body failed")
-		return nil, false
-	}
-	if len(body) > maxResourceBody {
-		fhir.WriteOutcome(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", maxResourceBody))
-		return nil, false
-	}
-	return body, true
-}
-
 // writeStoreError maps a store error to an OperationOutcome; unexpected
 // errors are logged, not shown.
 func (a *API) writeStoreError(w http.ResponseWriter, err error) {
-	status, text, field := fhirstore.ErrorStatus(err)
-	switch status {
-	case http.StatusInternalServerError:
-		a.o.Logger.Error("bot store operation", zap.Error(err))
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", fhirstore.UnwritableRetryAfter)
-	}
-	fhir.WriteOutcome(w, status, text, exprs(field)...)
+	fhirstore.WriteError(w, err, a.o.Logger, "bot store operation")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/fhirstore"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -77,7 +78,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 		return
 	}
 	call := runCall{id: id, backend: be, bot: botKey{id: botID}, header: r.Header, traceID: traceIDOf(r),
-		fhirBase: baseURL(r) + base + "/"}
+		fhirBase: fhirstore.BaseURL(r) + base + "/"}
 	if botID == "" {
 		call.bot.identifiers = r.URL.Query()["identifier"]
 	}
@@ -358,11 +359,4 @@ func asInputError(err error) *botrunner.InputError {
 		return ierr
 	}
 	return &botrunner.InputError{Status: http.StatusBadRequest, Message: err.Error()}
-}
-
-func exprs(e string) []string {
-	if e == "" {
-		return nil
-	}
-	return []string{e}
 }

@@ -66,7 +66,7 @@ func (a *API) serveBotHistory(w http.ResponseWriter, r *http.Request, id *oauth.
 			return
 		}
 	}
-	abs := baseURL(r) + base + "/Bot/" + botID
+	abs := fhirstore.BaseURL(r) + base + "/Bot/" + botID
 	b := historyBundle{ResourceType: "Bundle", Type: "history", Total: len(versions)}
 	for _, v := range versions {
 		b.Entry = append(b.Entry, historyEntry{

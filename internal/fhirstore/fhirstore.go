@@ -1,7 +1,8 @@
 // Package fhirstore answers the FHIR API's clients about store records: a stored resource as FHIR
-// JSON with its version as an ETag, and a store error as the status and OperationOutcome text it
-// means. It sits between internal/store and the HTTP services (adminapi, botapi), so that
-// internal/fhir — which the bot engine uses — does not depend on the store.
+// JSON with its version as an ETag, a store error as the status and OperationOutcome it means, and
+// the reading of a resource's body and the absolute base URL that the services serving stored
+// resources (adminapi, botapi, subscription) share. It sits between internal/store and those
+// HTTP services, so that internal/fhir — which the bot engine uses — does not depend on the store.
 package fhirstore
 
 import (

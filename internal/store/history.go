@@ -104,19 +104,9 @@ func HistoryOf[T any, P interface {
 	*T
 	Resource
 }](ctx context.Context, s *Store, id string) ([]P, error) {
-	res, err := asStorable(P(new(T)))
-	if err != nil {
-		return nil, err
-	}
-	rs, err := s.History(ctx, res.resourceType(), id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]P, len(rs))
-	for i, r := range rs {
-		out[i] = r.(P)
-	}
-	return out, nil
+	return listAs[T, P](func(resourceType string) ([]Resource, error) {
+		return s.History(ctx, resourceType, id)
+	})
 }
 
 // ScheduledBots returns every bot with a schedule (cronString or

@@ -242,11 +242,21 @@ func Search[T any, P interface {
 	*T
 	Resource
 }](ctx context.Context, s *Store, f Filter) ([]P, error) {
+	return listAs[T, P](func(resourceType string) ([]Resource, error) {
+		return s.List(ctx, resourceType, f)
+	})
+}
+
+// listAs runs list with T's resource type and types what it returns.
+func listAs[T any, P interface {
+	*T
+	Resource
+}](list func(resourceType string) ([]Resource, error)) ([]P, error) {
 	res, err := asStorable(P(new(T)))
 	if err != nil {
 		return nil, err
 	}
-	rs, err := s.List(ctx, res.resourceType(), f)
+	rs, err := list(res.resourceType())
 	if err != nil {
 		return nil, err
 	}

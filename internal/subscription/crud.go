@@ -4,12 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
-
-	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/internal/fhir"
 	"github.com/fhirgate/fhirgate/internal/fhirstore"
@@ -127,7 +123,7 @@ func (s *Service) serveHistory(w http.ResponseWriter, r *http.Request, id *oauth
 	sub.Author = nil
 	b := fhir.NewSearchBundle([]*store.Subscription{sub})
 	b.Type = "history"
-	b.Entry[0].FullURL = baseURL(r) + base + "/Subscription/" + sub.ID
+	b.Entry[0].FullURL = fhirstore.BaseURL(r) + base + "/Subscription/" + sub.ID
 	fhir.WriteJSON(w, http.StatusOK, b)
 }
 
@@ -163,7 +159,7 @@ func (s *Service) search(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 		}
 	}
 	b := fhir.NewSearchBundle(subs)
-	abs := baseURL(r) + base
+	abs := fhirstore.BaseURL(r) + base
 	for i := range b.Entry {
 		b.Entry[i].FullURL = abs + "/Subscription/" + subs[i].ID
 	}
@@ -188,15 +184,8 @@ func (s *Service) own(w http.ResponseWriter, r *http.Request, id *oauth.Identity
 // fhirgate would not deliver as asked, are a 400 naming it. The writer
 // becomes its author.
 func (s *Service) readSubscription(w http.ResponseWriter, r *http.Request, id *oauth.Identity) (*store.Subscription, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/fhir+json") {
-			fhir.WriteOutcome(w, http.StatusUnsupportedMediaType, "send application/fhir+json or application/json")
-			return nil, false
-		}
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxSubscriptionBody+1))
-	if err != nil || len(body) > maxSubscriptionBody {
-		fhir.WriteOutcome(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body exceeds %d bytes", maxSubscriptionBody))
+	body, ok := fhirstore.ReadJSONBody(w, r, maxSubscriptionBody)
+	if !ok {
 		return nil, false
 	}
 	sub := new(store.Subscription)
@@ -244,24 +233,5 @@ func writeSubscription(w http.ResponseWriter, status int, sub *store.Subscriptio
 }
 
 func (s *Service) writeStoreError(w http.ResponseWriter, err error) {
-	status, text, field := fhirstore.ErrorStatus(err)
-	switch status {
-	case http.StatusInternalServerError:
-		s.o.Logger.Error("subscription store operation", zap.Error(err))
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", fhirstore.UnwritableRetryAfter)
-	}
-	var exprs []string
-	if field != "" {
-		exprs = []string{field}
-	}
-	fhir.WriteOutcome(w, status, text, exprs...)
-}
-
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
+	fhirstore.WriteError(w, err, s.o.Logger, "subscription store operation")
 }
