@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,6 +21,12 @@ type botAPI struct {
 	// the store has been let go.
 	released chan struct{}
 }
+
+// liveBotAPIs counts the bot APIs whose runs have not all ended, across
+// every config this process loaded: an exit waits for all of them. Each
+// one's Shutdown is bounded (its grace plus botapi's wait for stopped
+// runs), so the wait is too.
+var liveBotAPIs sync.WaitGroup
 
 // newBotAPI builds a bot API for a module of this config. The API writes
 // audit events and job results until its runs end, which can be after the
@@ -67,7 +74,9 @@ func newBotAPI(app *App, logger *zap.Logger, maxBody int64, route string, backen
 		return nil, err
 	}
 	b := &botAPI{API: api, released: make(chan struct{})}
+	liveBotAPIs.Add(1)
 	go func(storage storageModule) {
+		defer liveBotAPIs.Done()
 		defer close(b.released)
 		select {
 		case <-processExiting():
@@ -92,6 +101,10 @@ func (b *botAPI) cleanup(exiting bool) {
 	if exiting {
 		b.Shutdown()
 		<-b.released // the store is closed before the process exits
+		// The APIs of configs a reload replaced stop their runs on the
+		// same exit (their watchers); the process must not end before
+		// those runs have recorded how they ended either.
+		liveBotAPIs.Wait()
 		return
 	}
 	b.Close()
