@@ -21,17 +21,7 @@ type declaredBotsConfig struct {
 // the Caddyfile: one running as itself with a scope that lacks the write
 // its code makes, one running as its caller, one on a schedule of every
 // minute.
-const declaredBotsCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			user pat@example.com {
+var declaredBotsCaddyfile = alphaCaddyfile(`			user pat@example.com {
 				profile Patient/p1
 			}
 			user doc@example.com {
@@ -52,15 +42,11 @@ const declaredBotsCaddyfile = `{
 				source {{.Testdata}}/declared_cron.ts
 				cron * * * * *
 			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
+`, `http://localhost:{{.Gateway}} {
 	fhirgate
 	reverse_proxy {{.Backend}}
 }
-`
+`)
 
 // reads are the GETs of path the backend received, as the profile they
 // were made as.
