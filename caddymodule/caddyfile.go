@@ -472,7 +472,10 @@ func optionalBool(d *caddyfile.Dispenser, dst **bool) error {
 	v := true
 	if d.NextArg() {
 		arg := d.Val()
-		if (arg != "true" && arg != "false") || d.NextArg() {
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		if arg != "true" && arg != "false" {
 			return d.Errf("invalid %s '%s': want true or false", name, arg)
 		}
 		v = arg == "true"
