@@ -66,6 +66,10 @@ type declaredBot struct {
 	bot      *store.Bot // without code
 	filename string     // "" without a source
 	code, js string
+	// scope is the bot membership's ("" clears it); keepRunAsUser keeps
+	// the store's runAsUser (the config does not say).
+	scope         string
+	keepRunAsUser bool
 }
 
 // checkDeclared builds the configured projects, in a stable order so that
@@ -202,7 +206,16 @@ func checkBot(ctx context.Context, st *store.Store, c deploy.Compiler, pid, name
 	if err := checkBotRuntime("runtime_version", b.RuntimeVersion); err != nil {
 		return nil, err
 	}
-	bot := &store.Bot{Name: name, AuditEventTrigger: b.AuditEventTrigger, RuntimeVersion: b.RuntimeVersion}
+	if err := checkBotScope(b.Scope); err != nil {
+		return nil, err
+	}
+	if err := checkBotCron(b.Cron); err != nil {
+		return nil, err
+	}
+	bot := &store.Bot{Name: name, AuditEventTrigger: b.AuditEventTrigger, RuntimeVersion: b.RuntimeVersion, CronString: b.Cron}
+	if b.RunAsUser != nil {
+		bot.RunAsUser = *b.RunAsUser
+	}
 	bot.ID = declaredID("bot", pid, name)
 	bot.Meta.Project = pid
 	for _, ident := range b.Identifiers {
@@ -215,7 +228,14 @@ func checkBot(ctx context.Context, st *store.Store, c deploy.Compiler, pid, name
 	if err := st.Validate(bot); err != nil {
 		return nil, err
 	}
-	db := &declaredBot{name: name, bot: bot}
+	// As the store normalizes it, so that an unchanged scope compares equal.
+	scope := strings.Join(strings.Fields(b.Scope), " ")
+	db := &declaredBot{name: name, bot: bot, scope: scope, keepRunAsUser: b.RunAsUser == nil}
+	if scope != "" {
+		if err := st.Validate(botMembershipRecord(pid, bot.ID, scope)); err != nil {
+			return nil, fmt.Errorf("membership: %w", err)
+		}
+	}
 	if b.Source == "" {
 		return db, nil
 	}
@@ -367,9 +387,11 @@ func planBot(ctx context.Context, st *store.Store, pid string, b *declaredBot, a
 	default:
 		// Keep the deployed code unless the declared source differs.
 		bot.SourceCode, bot.ExecutableCode = existing.SourceCode, existing.ExecutableCode
-		// Who the bot runs as is not declared: keep what the store says
-		// (a bot declared before bot identity was migrated to its caller).
-		bot.RunAsUser = existing.RunAsUser
+		// Without run_as_user, keep what the store says (a bot declared
+		// before bot identity was migrated to run as its caller).
+		if b.keepRunAsUser {
+			bot.RunAsUser = existing.RunAsUser
+		}
 	}
 	var orphans []string
 	if b.filename != "" {
@@ -393,7 +415,13 @@ func planBot(ctx context.Context, st *store.Store, pid string, b *declaredBot, a
 			bot.SourceCode, bot.ExecutableCode = c.SourceCode, c.ExecutableCode
 		}
 	}
-	return orphans, add(bot)
+	if err := add(bot); err != nil {
+		return nil, err
+	}
+	if err := planBotMembership(ctx, st, pid, bot.ID, b.scope, add); err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	return orphans, nil
 }
 
 // upsertWrite returns the write that stores res, unless the stored record

@@ -453,12 +453,7 @@ func TestApplyClientKeySet(t *testing.T) {
 func applyProjects(t *testing.T, projects map[string]*ProjectConfig, wantErr string) (*store.Store, bool) {
 	t.Helper()
 	ctx := context.Background()
-	kv, err := badgerkv.Open(badgerkv.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kv.Close() })
-	st := store.New(kv, store.Options{})
+	st := newTestStore(t)
 	a := &App{compiler: testCompiler(t), logger: zap.NewNop(), Projects: projects}
 	d, err := a.checkDeclared(ctx, st)
 	if wantErr != "" {

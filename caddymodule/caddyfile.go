@@ -100,6 +100,9 @@ func init() {
 //				source <file>
 //				audit_event_trigger always|never|on-error|on-output
 //				runtime_version awslambda|vmcontext
+//				scope <scope>...
+//				cron <minute> <hour> <day-of-month> <month> <day-of-week>
+//				run_as_user [true|false]
 //			}
 //			egress {
 //				allow         <host[:port]>...
@@ -386,6 +389,12 @@ func (p *ProjectConfig) unmarshalBot(d *caddyfile.Dispenser) error {
 				return d.WrapErr(err)
 			}
 			return nil
+		case "scope":
+			return joinedArgs(d, &b.Scope, checkBotScope)
+		case "cron":
+			return joinedArgs(d, &b.Cron, checkBotCron)
+		case "run_as_user":
+			return optionalBool(d, &b.RunAsUser)
 		default:
 			return d.Errf("unrecognized bot option '%s'", d.Val())
 		}
@@ -432,6 +441,46 @@ func moreArgs(d *caddyfile.Dispenser, dst *[]string) error {
 		return d.ArgErr()
 	}
 	*dst = append(*dst, args...)
+	return nil
+}
+
+// joinedArgs reads an option's one or more arguments, joined by spaces,
+// into dst (a scope, a cron expression), refusing a repeat and what check
+// refuses, naming the line.
+func joinedArgs(d *caddyfile.Dispenser, dst *string, check func(string) error) error {
+	if *dst != "" {
+		return d.Errf("%s already specified", d.Val())
+	}
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	*dst = strings.Join(args, " ")
+	if err := check(*dst); err != nil {
+		return d.WrapErr(err)
+	}
+	return nil
+}
+
+// optionalBool sets a boolean option written alone (true) or with `true`
+// or `false`, refusing a repeat.
+func optionalBool(d *caddyfile.Dispenser, dst **bool) error {
+	name := d.Val()
+	if *dst != nil {
+		return d.Errf("%s already specified", name)
+	}
+	v := true
+	if d.NextArg() {
+		arg := d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		if arg != "true" && arg != "false" {
+			return d.Errf("invalid %s '%s': want true or false", name, arg)
+		}
+		v = arg == "true"
+	}
+	*dst = &v
 	return nil
 }
 

@@ -42,6 +42,13 @@ func TestGlobalOptionErrorsNameTheLine(t *testing.T) {
 		{"postgres bad timeout", "fhirgate {\n\tstorage postgres {\n\t\tdsn a\n\t\ttimeout -1s\n\t}\n}", "invalid timeout '-1s': must be positive, at Testfile:4"},
 		{"unknown postgres option", "fhirgate {\n\tstorage postgres {\n\t\tpassword x\n\t}\n}", "unrecognized storage postgres option 'password', at Testfile:3"},
 		{"unknown badger option", "fhirgate {\n\tstorage badger {\n\t\tpath /x\n\t}\n}", "unrecognized storage badger option 'path', at Testfile:3"},
+		{"bot scope without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tscope\n\t\t}\n\t}\n}", "wrong argument count"},
+		{"bot scope twice", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tscope user/Patient.rs\n\t\t\tscope user/Observation.rs\n\t\t}\n\t}\n}", "scope already specified, at Testfile:5"},
+		{"bot scope without resource scope", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tscope openid\n\t\t}\n\t}\n}", "which would be the project's full access; leave scope out for that, at Testfile:4"},
+		{"bot cron twice", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tcron 0 3 * * *\n\t\t\tcron 0 4 * * *\n\t\t}\n\t}\n}", "cron already specified, at Testfile:5"},
+		{"bot cron descriptor", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\tcron @daily\n\t\t}\n\t}\n}", "invalid cron: \"@daily\" is not a five-field cron expression"},
+		{"bot run_as_user twice", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\trun_as_user\n\t\t\trun_as_user false\n\t\t}\n\t}\n}", "run_as_user already specified, at Testfile:5"},
+		{"bot run_as_user two values", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\trun_as_user true false\n\t\t}\n\t}\n}", "wrong argument count"},
 		{"audit_event_trigger without value", "fhirgate {\n\tproject a {\n\t\tbot b {\n\t\t\taudit_event_trigger\n\t\t}\n\t}\n}", "wrong argument count"},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/fhirgate/fhirgate/internal/authz"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -161,6 +162,34 @@ type BotConfig struct {
 	// instance whose module state may carry between runs) or `vmcontext`
 	// (a fresh runtime per run). Empty: `bot_default_runtime`.
 	RuntimeVersion string `json:"runtime_version,omitempty"`
+
+	// Scope is what the bot may do when it runs as itself: SMART `user/`
+	// or `system/` scopes, space-separated, in the grammar of a client's
+	// `scope` (`user/Patient.rs user/Observation.c`). It is kept on the
+	// bot's membership (a ProjectMembership whose user is `Bot/{id}`),
+	// made when the bot has none; every call the bot makes as itself is
+	// authorized against it. `patient/` scopes are refused (a bot has no
+	// patient context). Default (empty): the project's full access — a
+	// scope removed from the config is cleared from the membership at the
+	// next load, as is one set through the admin API on a declared bot.
+	Scope string `json:"scope,omitempty"`
+
+	// Cron runs the bot on a schedule: a five-field cron expression
+	// (minute hour day-of-month month day-of-week), evaluated in UTC, as
+	// `Bot.cronString`. Each tick runs the bot as itself with the Bot as
+	// `event.input`. Default (empty): no schedule; a schedule removed from
+	// the config (or set through the FHIR API on a declared bot) is
+	// removed at the next load, and a changed one applies from the next
+	// tick.
+	Cron string `json:"cron,omitempty"`
+
+	// RunAsUser runs the bot as its caller instead of as itself, as
+	// `Bot.runAsUser`: `true` makes its calls carry the caller's identity
+	// and scopes; `false` makes it run as itself, with `scope`. Unset:
+	// the store's value is kept — `false` for a bot the config creates,
+	// `true` for one stored before bots ran as themselves. So removing the
+	// option leaves the bot as it is; write `false` to turn it off.
+	RunAsUser *bool `json:"run_as_user,omitempty"`
 }
 
 // checkBotRuntime refuses a runtime Medplum does not define, naming the
@@ -168,6 +197,40 @@ type BotConfig struct {
 func checkBotRuntime(key, v string) error {
 	if v != "" && !slices.Contains(store.BotRuntimes, v) {
 		return fmt.Errorf("invalid %s '%s': want one of %s", key, v, strings.Join(store.BotRuntimes, ", "))
+	}
+	return nil
+}
+
+// checkBotScope refuses a declared bot scope the SMART grammar refuses,
+// one that grants nothing a bot can use (`patient/` scopes: a bot has no
+// patient context), and one without any resource scope, which would mean
+// the project's full access while looking narrow.
+func checkBotScope(v string) error {
+	if v == "" {
+		return nil
+	}
+	set, err := authz.Parse(v)
+	if err != nil {
+		return err // "invalid scope: <token>: why"
+	}
+	for _, s := range set.Scopes {
+		if s.Context == authz.ContextPatient {
+			return fmt.Errorf("invalid scope '%s': a bot has no patient context, so patient/ scopes grant it nothing; use user/ or system/", v)
+		}
+	}
+	if set.Full() {
+		return fmt.Errorf("invalid scope '%s': it names no user/ or system/ resource scope, which would be the project's full access; leave scope out for that", v)
+	}
+	return nil
+}
+
+// checkBotCron refuses a schedule the store's cron parser refuses.
+func checkBotCron(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := store.ParseCron(v); err != nil {
+		return fmt.Errorf("invalid cron: %w", err)
 	}
 	return nil
 }

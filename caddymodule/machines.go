@@ -29,12 +29,18 @@ func declaredIdentityProvider(c *ClientConfig) *store.IdentityProvider {
 // machineMembership is the membership a declared client signs in with:
 // user and profile the client itself, as in Medplum.
 func machineMembership(pid, cid string, admin bool) *store.ProjectMembership {
-	ref := "ClientApplication/" + cid
+	m := selfMembership(pid, "ClientApplication/"+cid)
+	m.Admin = admin
+	return m
+}
+
+// selfMembership is the membership of a principal that is its own profile
+// (a client, a bot) in project pid, with the id the config derives for it.
+func selfMembership(pid, ref string) *store.ProjectMembership {
 	m := &store.ProjectMembership{
 		Project: store.Reference{Reference: "Project/" + pid},
 		User:    store.Reference{Reference: ref},
 		Profile: &store.Reference{Reference: ref},
-		Admin:   admin,
 	}
 	m.ID = declaredID("membership", pid, ref)
 	m.Meta.Project = pid

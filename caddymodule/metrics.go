@@ -10,101 +10,90 @@ import (
 // Collectors are built once per process; Caddy gives each config load a
 // fresh registry, so Provision registers them again every time.
 var (
-	tokenRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "token_requests_total",
-		Help:      "Token endpoint answers by grant type, client (known clients only) and outcome (ok or the OAuth error code).",
-	}, []string{"grant_type", "client_id", "outcome"})
+	tokenRequests = counterVec("token_requests_total",
+		"Token endpoint answers by grant type, client (known clients only) and outcome (ok or the OAuth error code).",
+		"grant_type", "client_id", "outcome")
 
-	authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "auth_failures_total",
-		Help:      "Bearer tokens refused on the FHIR API, by reason.",
-	}, []string{"reason"})
+	authFailures = counterVec("auth_failures_total",
+		"Bearer tokens refused on the FHIR API, by reason.",
+		"reason")
 
-	userinfoLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "userinfo_duration_seconds",
-		Help:      "Identity provider userinfo calls, by outcome.",
-		Buckets:   prometheus.ExponentialBuckets(0.005, 2, 12),
-	}, []string{"outcome"})
+	userinfoLatency = histogramVec("userinfo_duration_seconds",
+		"Identity provider userinfo calls, by outcome.",
+		prometheus.ExponentialBuckets(0.005, 2, 12), "outcome")
 
-	botExecutions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "bot_executions_total",
-		Help:      "Bot runs by outcome: success, error, timeout, busy (refused with 429), cancelled.",
-	}, []string{"outcome"})
+	botExecutions = counterVec("bot_executions_total",
+		"Bot runs by outcome: success, error, timeout, busy (refused with 429), cancelled.",
+		"outcome")
 
-	botDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "bot_duration_seconds",
-		Help:      "Bot run time, excluding the wait for a slot.",
-		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 16),
-	})
+	botDuration = histogram("bot_duration_seconds",
+		"Bot run time, excluding the wait for a slot.",
+		prometheus.ExponentialBuckets(0.0005, 2, 16))
 
-	botRecordsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "bot_records_refused_total",
-		Help:      "Bot records the store refused, by record (audit_event: logged instead; async_job: the run refused or the job failed) and reason (quota: the project's project_bot_records_max; disk: bot_records_disk_reserve).",
-	}, []string{"record", "reason"})
+	botRecordsRefused = counterVec("bot_records_refused_total",
+		"Bot records the store refused, by record (audit_event: logged instead; async_job: the run refused or the job failed) and reason (quota: the project's project_bot_records_max; disk: bot_records_disk_reserve).",
+		"record", "reason")
 
-	botQueueWait = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "bot_queue_wait_seconds",
-		Help:      "Time bot runs waited for a free slot.",
-		Buckets:   prometheus.ExponentialBuckets(0.0001, 2, 16),
-	})
+	botQueueWait = histogram("bot_queue_wait_seconds",
+		"Time bot runs waited for a free slot.",
+		prometheus.ExponentialBuckets(0.0001, 2, 16))
 
-	botCronTicks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "bot_cron_ticks_total",
-		Help:      "Scheduled bots' cron ticks by result: enqueued (by the scan, once per cluster), run, skipped (bot, schedule or code gone or changed), failed (retried while attempts last).",
-	}, []string{"result"})
+	botCronTicks = counterVec("bot_cron_ticks_total",
+		"Scheduled bots' cron ticks by result: enqueued (by the scan, once per cluster), run, skipped (bot, schedule or code gone or changed), failed (retried while attempts last).",
+		"result")
 
 	mllpConnections = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
 		Name:      "mllp_connections",
 		Help:      "MLLP connections open.",
 	})
 
-	mllpMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "mllp_messages_total",
-		Help:      "MLLP messages by the application acknowledgment answered (AA, AE, AR, or the code of the bot's own answer) and duplicate for a message answered from memory.",
-	}, []string{"ack"})
+	mllpMessages = counterVec("mllp_messages_total",
+		"MLLP messages by the application acknowledgment answered (AA, AE, AR, or the code of the bot's own answer) and duplicate for a message answered from memory.",
+		"ack")
 
-	mllpFrameErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "mllp_frame_errors_total",
-		Help:      "MLLP framing problems by reason: skipped_bytes (bytes outside a frame), too_large, truncated, idle (connections closed by idle_timeout).",
-	}, []string{"reason"})
+	mllpFrameErrors = counterVec("mllp_frame_errors_total",
+		"MLLP framing problems by reason: skipped_bytes (bytes outside a frame), too_large, truncated, idle (connections closed by idle_timeout).",
+		"reason")
 
-	subscriptionEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "subscription_events_total",
-		Help:      "Subscription work by event: queued (a write's triggers enqueued before its answer), lost (a write whose triggers could not be enqueued), delivered, failed (a bot that failed, or a webhook's last attempt), retried, dropped (Subscription gone or off, resource moved on, chain too deep).",
-	}, []string{"event"})
+	subscriptionEvents = counterVec("subscription_events_total",
+		"Subscription work by event: queued (a write's triggers enqueued before its answer), lost (a write whose triggers could not be enqueued), delivered, failed (a bot that failed, or a webhook's last attempt), retried, dropped (Subscription gone or off, resource moved on, chain too deep).",
+		"event")
 
-	subscriptionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: "caddy",
-		Subsystem: "fhirgate",
-		Name:      "subscription_lag_seconds",
-		Help:      "Time from a write's answer to the first delivery attempt of each Subscription it triggered.",
-		Buckets:   prometheus.ExponentialBuckets(0.005, 2, 14),
-	})
+	subscriptionLag = histogram("subscription_lag_seconds",
+		"Time from a write's answer to the first delivery attempt of each Subscription it triggered.",
+		prometheus.ExponentialBuckets(0.005, 2, 14))
 )
+
+// Every metric is caddy_fhirgate_<name>, as Caddy's own are caddy_<module>_….
+const (
+	metricsNamespace = "caddy"
+	metricsSubsystem = "fhirgate"
+)
+
+// counterVec is the counter caddy_fhirgate_<name> with labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help,
+	}, labels)
+}
+
+// histogramVec is the histogram caddy_fhirgate_<name> with labels.
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(histogramOpts(name, help, buckets), labels)
+}
+
+// histogram is the histogram caddy_fhirgate_<name> without labels.
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(histogramOpts(name, help, buckets))
+}
+
+func histogramOpts(name, help string, buckets []float64) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{
+		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help, Buckets: buckets,
+	}
+}
 
 // collectors are every metric fhirgate exports (docs/grafana-dashboard.json
 // charts each of them; its test holds the two together).

@@ -74,34 +74,14 @@ func (b *authzBackend) count() int {
 	return len(b.seen)
 }
 
-const authzCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			user doc@example.com {
+var authzCaddyfile = alphaCaddyfile(`			user doc@example.com {
 				profile Practitioner/d1
 			}
 			user pat@example.com {
 				profile Patient/p1
 			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
-	fhirgate {
-		fhir_base /fhir/R4
-		allow_operation $match s
-	}
-	reverse_proxy {{.Backend}}
-}
-`
+`, fhirSite(`		allow_operation $match s
+`))
 
 // TestAuthorizationAtTheGate runs the built Caddy in front of a recording
 // backend: scoped tokens are refused what their scopes do not allow, a

@@ -14,29 +14,11 @@ import (
 // Caddy answers 502 or 504 itself, and that answer must carry neither the
 // caller's token nor the identity headers fhirgate added for the backend.
 
-const backendFaultsCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			user alice@example.com {
-				profile Practitioner/alice
-				admin
-			}
-			bot fhirclient {
+var backendFaultsCaddyfile = alphaCaddyfile(aliceAdmin+`			bot fhirclient {
 				identifier https://example.com/bots|fhirclient
 				source {{.Testdata}}/fhirclient.ts
 			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
+`, `http://localhost:{{.Gateway}} {
 	fhirgate {
 		fhir_base /fhir/R4
 	}
@@ -46,7 +28,7 @@ http://localhost:{{.Gateway}} {
 		}
 	}
 }
-`
+`)
 
 // fakeBackend is a FHIR server whose behaviour the test switches; healthy,
 // it answers reads and creates and remembers the identity headers it got.

@@ -16,21 +16,7 @@ import (
 // gate's back, a bot's path that climbs out of the FHIR base at a decoding
 // backend, and async jobs any member could read.
 
-const hostileGateCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			user alice@example.com {
-				profile Practitioner/alice
-				admin
-			}
-			user amy@example.com {
+var hostileGateCaddyfile = alphaCaddyfile(aliceAdmin+`			user amy@example.com {
 				profile Practitioner/amy
 			}
 			user ben@example.com {
@@ -44,28 +30,20 @@ const hostileGateCaddyfile = `{
 				identifier https://example.com/bots|pathprobe
 				source {{.Testdata}}/pathprobe.ts
 			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
-	fhirgate {
-		fhir_base /fhir/R4
-		public_paths /metadata /Questionnaire/*
-		upstream_auth bearer gateway-secret
-	}
-	reverse_proxy {{.Backend}}
-}
-
+`, fhirSite(gatePublicPaths)+`
 http://localhost:{{.Gateway2}} {
 	fhirgate {
 		fhir_base /fhir/R4
-		public_paths /metadata /Questionnaire/*
-		upstream_auth bearer gateway-secret
-		public_upstream_auth
+`+gatePublicPaths+`		public_upstream_auth
 	}
 	reverse_proxy {{.Backend}}
 }
+`)
+
+// gatePublicPaths are the handler lines both of hostileGateCaddyfile's
+// sites share.
+const gatePublicPaths = `		public_paths /metadata /Questionnaire/*
+		upstream_auth bearer gateway-secret
 `
 
 type hostileGateConfig struct {

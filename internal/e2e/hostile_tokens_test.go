@@ -13,30 +13,10 @@ import (
 // sign-in: a second spelling of every ES256 token (s → n − s), and email
 // matching that Unicode-folded U+212A KELVIN SIGN onto "k".
 
-const tokensCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			user kate@a.test {
+var tokensCaddyfile = alphaCaddyfile(`			user kate@a.test {
 				profile Practitioner/kate
 			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
-	fhirgate {
-		fhir_base /fhir/R4
-	}
-	reverse_proxy {{.Backend}}
-}
-`
+`, fhirSite(""))
 
 // p256HalfN is ⌊n/2⌋ of P-256: a signature's s is "low" when s ≤ it.
 var p256HalfN = new(big.Int).Rsh(elliptic.P256().Params().N, 1)
