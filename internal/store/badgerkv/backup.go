@@ -1,6 +1,7 @@
 package badgerkv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,11 @@ func (b *KV) Restore(r io.Reader) error {
 	})
 	if err == nil {
 		err = wb.Flush()
+	}
+	if err == nil && b.syncer != nil {
+		// Synced like any acknowledged write (Badger does not: SyncWrites
+		// is off, see syncer.go).
+		err = b.syncer.wait(context.Background(), b.syncer.committedOne())
 	}
 	if err != nil {
 		return fmt.Errorf("restoring storage: %w", err)
