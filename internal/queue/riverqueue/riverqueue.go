@@ -381,6 +381,10 @@ func (q *Queue) insertDeferred(batch []*insertOp) []error {
 	return errs
 }
 
+// deferredTx begins a transaction whose COMMIT does not wait for the WAL
+// flush, in one round trip (a simple-protocol query of two statements).
+var deferredTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL synchronous_commit = off`}
+
 // insertDeferredTx inserts ops in one asynchronously committed transaction
 // and sets their results.
 func (q *Queue) insertDeferredTx(ctx context.Context, ops []*insertOp) error {
@@ -389,14 +393,11 @@ func (q *Queue) insertDeferredTx(ctx context.Context, ops []*insertOp) error {
 		jobs[i] = op.job
 	}
 	params, at, dup := q.manyParams(jobs)
-	tx, err := q.pool.Begin(ctx)
+	tx, err := q.pool.BeginTx(ctx, deferredTx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		return err
-	}
 	res, err := q.inserter.InsertManyTx(ctx, tx, params)
 	if err != nil {
 		return err
