@@ -79,4 +79,3 @@ func (s *pgStore) ChildEnv() []string { return []string{envDSN + "=" + s.dsn} }
 // Close and Reopen have nothing to do: replicas share the database.
 func (s *pgStore) Close(*testing.T)  {}
 func (s *pgStore) Reopen(*testing.T) {}
-
