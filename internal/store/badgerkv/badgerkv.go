@@ -34,7 +34,8 @@ import (
 var ErrLocked = errors.New("storage directory locked")
 
 // Options configures [Open]. The zero value (plus Dir) gives the
-// small-footprint defaults; acknowledged writes are always synced to disk.
+// small-footprint defaults; acknowledged writes are always synced to disk
+// (UpdateDeferred's just after they are acknowledged).
 type Options struct {
 	// Dir is the storage directory; required unless InMemory. Badger creates
 	// it with mode 0700 when missing.

@@ -14,7 +14,8 @@
 //     within Options.Timeout) wraps [store.ErrUnwritable], which the
 //     gateway answers with 503; so does a View that cannot reach it.
 //   - A nil Update is durable: every connection runs with
-//     synchronous_commit on, whatever the server's default.
+//     synchronous_commit on, whatever the server's default
+//     (UpdateDeferred turns it off for its transaction).
 //   - Keys with a TTL carry expires_at; reads filter them out as soon as it
 //     has passed (by the server's clock, so replicas agree), and a
 //     background sweeper deletes them in batches.
