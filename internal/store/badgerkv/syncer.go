@@ -34,8 +34,10 @@ type syncer struct {
 	// pass covered; err is that pass's error.
 	committed, synced uint64
 	err               error
-	closed            bool
-	done              chan struct{}
+	// closed asks the loop to end; finished says it has (no pass will
+	// come).
+	closed, finished bool
+	done             chan struct{}
 
 	passes atomic.Int64 // for tests
 }
@@ -69,7 +71,7 @@ func (s *syncer) wait(ctx context.Context, n uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.synced < n {
-		if s.closed {
+		if s.finished {
 			return errClosedUnsynced
 		}
 		if err := ctx.Err(); err != nil {
@@ -90,7 +92,8 @@ func (s *syncer) flush(ctx context.Context) error {
 
 var errClosedUnsynced = errors.New("storage closed before the write was synced to disk")
 
-// loop runs the passes until close.
+// loop runs the passes until close, and a last one if close found
+// unsynced commits.
 func (s *syncer) loop() {
 	defer close(s.done)
 	s.mu.Lock()
@@ -98,8 +101,10 @@ func (s *syncer) loop() {
 		for s.synced == s.committed && !s.closed {
 			s.cond.Wait()
 		}
-		if s.closed {
+		if s.synced == s.committed { // closed, nothing left to sync
+			s.finished = true
 			s.mu.Unlock()
+			s.cond.Broadcast()
 			return
 		}
 		target := s.committed
@@ -112,7 +117,8 @@ func (s *syncer) loop() {
 	}
 }
 
-// close ends the loop after its pass; commits not synced by then are
+// close ends the loop once the commits counted so far are synced, so
+// that no waiter is left without its sync. Commits counted later are
 // left to Badger's Close, which writes its memtables out.
 func (s *syncer) close() {
 	s.mu.Lock()

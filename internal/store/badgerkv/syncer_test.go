@@ -127,3 +127,31 @@ func TestSyncRotatedFindsNewLogs(t *testing.T) {
 		t.Fatalf("syncing a vanished log: %v", err)
 	}
 }
+
+// TestSyncerCloseSyncsWhatWasCounted: a commit counted before close is
+// synced by a last pass, and its waiter gets no error.
+func TestSyncerCloseSyncsWhatWasCounted(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	s := newSyncer(func() error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	s.committedOne()
+	<-started
+	n := s.committedOne() // after the running pass began
+	waited := make(chan error, 1)
+	go func() { waited <- s.wait(context.Background(), n) }()
+	closed := make(chan struct{})
+	go func() { s.close(); close(closed) }()
+	release <- struct{}{}
+	<-started // the last pass, for n
+	release <- struct{}{}
+	if err := <-waited; err != nil {
+		t.Fatalf("a commit counted before close: %v", err)
+	}
+	<-closed
+	if err := s.wait(context.Background(), n+1); err != errClosedUnsynced {
+		t.Fatalf("waiting after close: %v, want errClosedUnsynced", err)
+	}
+}
