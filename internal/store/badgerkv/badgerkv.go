@@ -57,6 +57,10 @@ type Options struct {
 	// with the stored data. 0 means DefaultTrimInterval; negative turns it
 	// off.
 	TrimInterval time.Duration
+
+	// valueLogFileSize overrides the value log's file size, for tests
+	// that need several files (Badger's minimum is 1 MiB).
+	valueLogFileSize int64
 }
 
 // DefaultGCInterval is how often an on-disk store collects its value log.
@@ -326,6 +330,9 @@ func badgerOptions(o Options) badger.Options {
 	// Value log files are mmapped; 64 MiB instead of 1 GiB keeps mappings
 	// small and lets value-log GC reclaim space in smaller steps.
 	opts.ValueLogFileSize = 64 << 20
+	if o.valueLogFileSize > 0 {
+		opts.ValueLogFileSize = o.valueLogFileSize
+	}
 	// Two compactors is Badger's minimum for L0 priority (default 4).
 	opts.NumCompactors = 2
 	// Goroutines used by Stream (Backup); default 8 multiplies buffers.
