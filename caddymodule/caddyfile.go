@@ -588,6 +588,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //		public_upstream_auth
 //		basic_auth       on|off
 //		subscriptions    on|off
+//		subscription_durability deferred|sync
 //		token_passthrough <path>...
 //		backend_tenant   none|path|header <header>
 //		max_body         <size>
@@ -685,6 +686,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			default:
 				return d.Errf("invalid subscriptions '%s': must be on or off", arg)
 			}
+		case "subscription_durability":
+			var arg string
+			if !d.AllArgs(&arg) {
+				return d.ArgErr()
+			}
+			if err := checkSubscriptionDurability(arg); err != nil {
+				return d.Err(err.Error())
+			}
+			h.SubscriptionDurability = arg
 		case "token_passthrough":
 			if h.TokenPassthrough != nil {
 				return d.Err("token_passthrough already specified")

@@ -76,6 +76,7 @@ func TestHandlerDirectiveErrorsNameTheLine(t *testing.T) {
 		{"duplicate public_methods", "fhirgate {\n\tpublic_methods GET\n\tpublic_methods POST\n}", "public_methods already specified, at Testfile:3"},
 		{"public_upstream_auth takes no value", "fhirgate {\n\tpublic_upstream_auth yes\n}", "wrong argument count"},
 		{"duplicate public_upstream_auth", "fhirgate {\n\tpublic_upstream_auth\n\tpublic_upstream_auth\n}", "public_upstream_auth already specified, at Testfile:3"},
+		{"bad subscription_durability", "fhirgate {\n\tsubscription_durability fsync\n}", `invalid subscription_durability "fsync": must be deferred or sync, at Testfile:2`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +86,16 @@ func TestHandlerDirectiveErrorsNameTheLine(t *testing.T) {
 				t.Fatalf("error %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSubscriptionDurabilityParses: the values are kept as written.
+func TestSubscriptionDurabilityParses(t *testing.T) {
+	for _, v := range []string{"deferred", "sync"} {
+		h := new(Handler)
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("fhirgate {\n\tsubscription_durability " + v + "\n}")); err != nil || h.SubscriptionDurability != v {
+			t.Fatalf("%s: %q, %v", v, h.SubscriptionDurability, err)
+		}
 	}
 }
 

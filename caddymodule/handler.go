@@ -167,6 +167,16 @@ type Handler struct {
 	// from the durable job queue. See docs/subscriptions.md. Default:
 	// false, so a backend's own Subscriptions keep working.
 	Subscriptions bool `json:"subscriptions,omitempty"`
+	// SubscriptionDurability is what a subscribed write's answer waits
+	// for: its trigger (the job that runs the write's Subscriptions)
+	// committed to the queue. `deferred` (the default): committed, not
+	// yet on disk — the trigger survives a crash of the gateway process,
+	// and is synced to disk a few milliseconds later (Badger) or within
+	// about 3 × wal_writer_delay (PostgreSQL), so only a crash of the
+	// machine or of PostgreSQL in that window can lose it. `sync`: on
+	// disk, which adds a disk sync or WAL flush to each subscribed
+	// write's answer. See docs/subscriptions.md "Delivery guarantees".
+	SubscriptionDurability string `json:"subscription_durability,omitempty"`
 
 	gw   *gateway.Gateway
 	bots *botAPI

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fhirgate/fhirgate/internal/gateway"
@@ -13,6 +14,9 @@ import (
 // it the one the store's queue workers serve, and hooks it into the
 // gateway: Subscription requests are answered by it, writes are watched.
 func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error {
+	if err := checkSubscriptionDurability(h.SubscriptionDurability); err != nil {
+		return err
+	}
 	svc, err := subscription.New(subscription.Options{
 		Store:    app.Store(),
 		Queue:    app.store.queue,
@@ -32,6 +36,7 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 		AuditRetention:   time.Duration(app.AuditRetention),
 		AuditQuota:       app.ProjectBotRecordsMax,
 		AuditDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
+		SyncTriggers:     h.SubscriptionDurability == durabilitySync,
 		Logger:           h.logger.Named("subscriptions"),
 		Observe:          observeSubscription,
 		ObserveLag:       observeSubscriptionLag,
@@ -52,4 +57,18 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 		return bots(t)
 	}
 	return nil
+}
+
+// The values of subscription_durability.
+const (
+	durabilityDeferred = "deferred"
+	durabilitySync     = "sync"
+)
+
+func checkSubscriptionDurability(v string) error {
+	switch v {
+	case "", durabilityDeferred, durabilitySync:
+		return nil
+	}
+	return fmt.Errorf("invalid subscription_durability %q: must be deferred or sync", v)
 }

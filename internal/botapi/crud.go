@@ -183,8 +183,8 @@ func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 
 // ownBot loads a bot of the caller's project, answering 404 otherwise.
 func (a *API) ownBot(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) (*store.Bot, bool) {
-	bot, err := store.Get[store.Bot](r.Context(), a.o.Store, botID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && bot.Meta.Project != id.ProjectID) {
+	bot, err := store.GetInProject[store.Bot](r.Context(), a.o.Store, id.ProjectID, botID)
+	if errors.Is(err, store.ErrNotFound) {
 		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", botID))
 		return nil, false
 	}

@@ -85,6 +85,14 @@ type Job struct {
 	RunAt time.Time
 	// MaxAttempts overrides the kind's; 0 keeps it.
 	MaxAttempts int
+	// Deferred lets Enqueue return before the job is on disk: once it is
+	// committed, so it survives a crash of this process, but a crash of
+	// the machine (Badger) or of the PostgreSQL server within a short
+	// window after the return can lose it — about one disk sync on Badger,
+	// three times wal_writer_delay on PostgreSQL. The Subscription
+	// engine's triggers use it, so that a write's answer does not wait for
+	// the disk. Only Enqueue honours it.
+	Deferred bool
 }
 
 // Enqueued is the outcome of an Enqueue.
@@ -174,7 +182,8 @@ type Queue interface {
 	// Stop stops taking jobs, cancels running workers when ctx ends, and
 	// waits for them to return.
 	Stop(ctx context.Context) error
-	// Enqueue inserts a job; a nil error means it is durable.
+	// Enqueue inserts a job; a nil error means it is durable (or, for a
+	// Deferred job, committed and soon durable).
 	Enqueue(ctx context.Context, j Job) (Enqueued, error)
 	// EnqueueBatch inserts jobs in one durable commit: cheaper than a
 	// store transaction of EnqueueTx calls (on Badger it is shared with

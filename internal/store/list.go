@@ -235,6 +235,25 @@ func Get[T any, P interface {
 	return p, nil
 }
 
+// GetInProject reads the resource of type T with id if it belongs to
+// project, and answers ErrNotFound for one of another project as for a
+// missing one: a project's users must not learn what other projects hold.
+//
+//	bot, err := store.GetInProject[store.Bot](ctx, s, pid, id)
+func GetInProject[T any, P interface {
+	*T
+	Resource
+}](ctx context.Context, s *Store, project, id string) (P, error) {
+	p, err := Get[T, P](ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	if p.Base().Meta.Project != project {
+		return nil, ErrNotFound
+	}
+	return p, nil
+}
+
 // Search lists resources of type T matching f (see [Store.List]).
 //
 //	bots, err := store.Search[store.Bot](ctx, s, store.Filter{Project: pid})

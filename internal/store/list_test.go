@@ -122,3 +122,23 @@ func TestList(t *testing.T) {
 		}
 	})
 }
+
+// TestGetInProject: a resource of another project is as missing as one
+// that does not exist.
+func TestGetInProject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestStore(t)
+	p1, p2 := seedProject(t, s, "Alpha"), seedProject(t, s, "Beta")
+	b := seedBot(t, s, p1, "Importer", Identifier{Value: "imp"})
+	got, err := GetInProject[Bot](ctx, s, p1.ID, b.ID)
+	if err != nil || got.ID != b.ID || got.Name != "Importer" {
+		t.Fatalf("in its project: %+v, %v", got, err)
+	}
+	if got, err := GetInProject[Bot](ctx, s, p2.ID, b.ID); !errors.Is(err, ErrNotFound) || got != nil {
+		t.Fatalf("from another project: %+v, %v; want ErrNotFound", got, err)
+	}
+	if _, err := GetInProject[Bot](ctx, s, p1.ID, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a missing bot: %v; want ErrNotFound", err)
+	}
+}

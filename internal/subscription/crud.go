@@ -168,8 +168,8 @@ func (s *Service) search(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 
 // own loads a Subscription of the caller's project, answering 404 otherwise.
 func (s *Service) own(w http.ResponseWriter, r *http.Request, id *oauth.Identity, subID string) (*store.Subscription, bool) {
-	sub, err := store.Get[store.Subscription](r.Context(), s.o.Store, subID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && sub.Meta.Project != id.ProjectID) {
+	sub, err := store.GetInProject[store.Subscription](r.Context(), s.o.Store, id.ProjectID, subID)
+	if errors.Is(err, store.ErrNotFound) {
 		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("Subscription/%s not found", subID))
 		return nil, false
 	}
@@ -213,8 +213,7 @@ func (s *Service) readSubscription(w http.ResponseWriter, r *http.Request, id *o
 		return nil, false
 	}
 	if rule.Endpoint.Bot != "" {
-		bot, err := store.Get[store.Bot](r.Context(), s.o.Store, rule.Endpoint.Bot)
-		if err != nil || bot.Meta.Project != id.ProjectID {
+		if _, err := store.GetInProject[store.Bot](r.Context(), s.o.Store, id.ProjectID, rule.Endpoint.Bot); err != nil {
 			fhir.WriteOutcome(w, http.StatusBadRequest, fmt.Sprintf("channel.endpoint: Bot/%s is not a bot of this project", rule.Endpoint.Bot), "channel.endpoint")
 			return nil, false
 		}

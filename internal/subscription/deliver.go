@@ -69,7 +69,7 @@ func (s *Service) version(ctx context.Context, a *deliverArgs, attempt int) (jso
 	if attempt == 1 && c.Resource != nil {
 		return c.Resource, true, nil
 	}
-	be, err := s.backend(ctx, a.Route, a.Writer.identity())
+	be, err := s.backend(ctx, a.Writer.identity())
 	if err != nil {
 		return nil, false, err
 	}

@@ -131,8 +131,9 @@ func (ww *watch) matchBeforeDelete(ctx context.Context, ref string) {
 	}
 }
 
-// Done implements gateway.WriteWatch: the changes are enqueued durably
-// before the client's answer is written.
+// Done implements gateway.WriteWatch: the changes are enqueued before
+// the client's answer is written — committed (Options.SyncTriggers: on
+// disk).
 func (ww *watch) Done(ctx context.Context, resp *gateway.BackendResponse, truncated bool) {
 	s := ww.s
 	body := resp.Body
@@ -162,8 +163,7 @@ func (ww *watch) Done(ctx context.Context, resp *gateway.BackendResponse, trunca
 	}
 	raw, err := json.Marshal(args)
 	if err == nil {
-		s.keepRoute(args.Route, requestRoute{b: ww.w.Backend, base: context.WithoutCancel(ctx)})
-		_, err = s.o.Queue.Enqueue(context.WithoutCancel(ctx), queue.Job{Kind: TriggerKind, Args: raw})
+		_, err = s.o.Queue.Enqueue(context.WithoutCancel(ctx), queue.Job{Kind: TriggerKind, Args: raw, Deferred: !s.o.SyncTriggers})
 	}
 	if err != nil {
 		s.o.Logger.Error("enqueuing subscription triggers; they are lost", zap.Error(err), zap.Int("changes", len(changes)))
@@ -176,21 +176,3 @@ func (ww *watch) Done(ctx context.Context, resp *gateway.BackendResponse, trunca
 // maxCarried bounds a resource carried in a job; a larger one is read
 // again when the job runs.
 const maxCarried = 256 << 10
-
-// requestRoute is a write's own backend, used by its jobs in the process
-// that saw it: gateway.Backend.Do needs a context descending from the
-// request's (Caddy's per-request state), which base is, never cancelled;
-// each call ends with the job's context.
-type requestRoute struct {
-	b    *gateway.Backend
-	base context.Context
-}
-
-// Do implements Backend.
-func (r requestRoute) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error) {
-	c, cancel := context.WithCancel(r.base)
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-	return r.b.Do(c, method, path, query, body, header)
-}

@@ -174,7 +174,7 @@ func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
 // matches decides one rule for one change: its parameters by the
 // backend's own search, then the author's right to read the resource.
 func (s *Service) matches(ctx context.Context, a *triggerArgs, r *spec.Rule, c *spec.Change) (bool, error) {
-	be := &lazyBackend{s: s, route: a.Route, writer: a.Writer}
+	be := &lazyBackend{s: s, writer: a.Writer}
 	switch {
 	case r.Criteria.Query == "":
 	case c.Interaction == spec.Delete:

@@ -26,9 +26,6 @@ const (
 	DefaultMaxDepth = 5
 	// DefaultAuditRetention is how long delivery AuditEvents are kept.
 	DefaultAuditRetention = 30 * 24 * time.Hour
-	// routeTTL is how long a write's in-process backend route is kept for
-	// its jobs.
-	routeTTL = 10 * time.Minute
 )
 
 // Backend reaches the FHIR backend as someone (gateway.Backend).
@@ -59,11 +56,15 @@ type Options struct {
 	Bots  BotRunner
 	// FHIRBase is the gateway's FHIR base. Default gateway.DefaultFHIRBase.
 	FHIRBase string
-	// Backends is the request-less backend; nil means jobs use the route
-	// of the request that caused them, kept in memory for routeTTL.
+	// Backends is the request-less backend the jobs reach the FHIR server
+	// through, as the writer (required).
 	Backends BackendFor
 	// HTTPClients reaches webhooks; nil refuses URL endpoints at delivery.
 	HTTPClients HTTPClients
+	// SyncTriggers makes a watched write's answer wait until its trigger
+	// is on disk; otherwise (queue.Job.Deferred) until it is committed,
+	// which a crash of the process does not undo.
+	SyncTriggers bool
 	// MaxDepth bounds trigger chains. 0 means DefaultMaxDepth.
 	MaxDepth int
 	// AuditRetention is how long AuditEvents are kept. 0 means
@@ -88,20 +89,12 @@ type Service struct {
 	o     Options
 	authz *authz.Authorizer
 	rules *ruleCache
-
-	mu     sync.Mutex
-	routes map[string]route // by route id: the writes' own backends
-}
-
-type route struct {
-	backend Backend
-	expires time.Time
 }
 
 // New returns a Service.
 func New(o Options) (*Service, error) {
-	if o.Store == nil || o.Queue == nil || o.Bots == nil {
-		return nil, errors.New("subscription: Store, Queue and Bots are required")
+	if o.Store == nil || o.Queue == nil || o.Bots == nil || o.Backends == nil {
+		return nil, errors.New("subscription: Store, Queue, Bots and Backends are required")
 	}
 	if o.FHIRBase == "" {
 		o.FHIRBase = gateway.DefaultFHIRBase
@@ -131,38 +124,13 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{o: o, authz: az, rules: newRuleCache(o.Store), routes: map[string]route{}}, nil
+	return &Service{o: o, authz: az, rules: newRuleCache(o.Store)}, nil
 }
 
-// keepRoute remembers a write's backend for its jobs and returns its id.
-func (s *Service) keepRoute(id string, b Backend) {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, r := range s.routes {
-		if now.After(r.expires) {
-			delete(s.routes, k)
-		}
-	}
-	s.routes[id] = route{backend: b, expires: now.Add(routeTTL)}
-}
-
-// errNoRoute: the job has no backend here (yet); it is retried.
-var errNoRoute = errors.New("no backend route for this job in this process")
-
-// backend returns the route for a job: the request-less backend as the
-// identity, else the write's own when this process kept it.
-func (s *Service) backend(ctx context.Context, routeID string, id *oauth.Identity) (Backend, error) {
-	if s.o.Backends != nil {
-		return s.o.Backends(ctx, id)
-	}
-	s.mu.Lock()
-	r, ok := s.routes[routeID]
-	s.mu.Unlock()
-	if !ok {
-		return nil, errNoRoute
-	}
-	return r.backend, nil
+// backend returns a job's backend: the request-less route, as the
+// writer.
+func (s *Service) backend(ctx context.Context, id *oauth.Identity) (Backend, error) {
+	return s.o.Backends(ctx, id)
 }
 
 // ruleCache keeps each project's compiled active Subscriptions, read
@@ -269,7 +237,6 @@ func watches(rules []*spec.Rule, typ string, interactions ...string) bool {
 // on another replica.
 type lazyBackend struct {
 	s      *Service
-	route  string
 	writer writer
 	be     Backend
 }
@@ -277,7 +244,7 @@ type lazyBackend struct {
 // Do implements Backend.
 func (l *lazyBackend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error) {
 	if l.be == nil {
-		be, err := l.s.backend(ctx, l.route, l.writer.identity())
+		be, err := l.s.backend(ctx, l.writer.identity())
 		if err != nil {
 			return nil, err
 		}

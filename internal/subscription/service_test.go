@@ -3,11 +3,13 @@ package subscription
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,15 +257,20 @@ func TestTriggerEnqueuedBeforeARestartRunsWithoutItsRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the previous process left: its write's route died with it, and
-	// no request-less backend is configured.
+	// What the previous process left: a trigger carrying its resource.
 	raw, _ := json.Marshal(triggerArgs{Route: "of-a-dead-process", Project: p.ID, Writer: writer{Project: p.ID, Profile: "Practitioner/alice"}, At: time.Now(),
 		Changes: []spec.Change{{Interaction: spec.Create, Type: "Patient", ID: "p1", Version: "1", Resource: json.RawMessage(`{"resourceType":"Patient","id":"p1"}`)}}})
 	if _, err := q.Enqueue(context.Background(), queue.Job{Kind: TriggerKind, Args: raw}); err != nil {
 		t.Fatal(err)
 	}
 	bots := &botRecorder{}
-	svc, err := New(Options{Store: st, Queue: q, Bots: bots})
+	var asked atomic.Int32
+	// The backend is down: a job that carries what it needs runs anyway.
+	down := func(context.Context, *oauth.Identity) (Backend, error) {
+		asked.Add(1)
+		return nil, errors.New("the backend is down")
+	}
+	svc, err := New(Options{Store: st, Queue: q, Bots: bots, Backends: down})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +282,8 @@ func TestTriggerEnqueuedBeforeARestartRunsWithoutItsRequest(t *testing.T) {
 	eventually(t, "the bot", func() bool { return len(bots.messages()) == 1 })
 	if m := bots.messages()[0]; string(m.Body) != `{"resourceType":"Patient","id":"p1"}` || m.Bot != "Bot/b1" {
 		t.Fatalf("run %+v", m)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the backend was asked %d times", n)
 	}
 }

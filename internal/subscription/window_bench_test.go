@@ -2,6 +2,7 @@ package subscription
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -19,29 +20,34 @@ import (
 
 // BenchmarkTriggerWindow measures the crash window of a subscribed write:
 // the time from the backend's answer to the client's, which is Done (the
-// changes read from the answer and the trigger enqueued durably). A crash
-// inside it loses that write's triggers; its client gets no answer.
+// changes read from the answer and the trigger enqueued: committed, or on
+// disk with SyncTriggers). A crash inside it loses that write's triggers;
+// its client gets no answer.
 func BenchmarkTriggerWindow(b *testing.B) {
-	b.Run("badger", func(b *testing.B) {
-		st := storetest.Open(b)
-		benchmarkWindow(b, st, kvqueue.New(st.KV(), queue.Options{}, nil))
-	})
-	b.Run("postgres", func(b *testing.B) {
-		ctx := context.Background()
-		kv, err := pgkv.Open(ctx, pgkv.Options{DSN: pgkvtest.DSN(b), SweepInterval: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = kv.Close() })
-		q, err := riverqueue.New(ctx, kv.Pool(), pgkv.PgxTx, queue.Options{}, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchmarkWindow(b, store.New(kv, store.Options{}), q)
-	})
+	for _, mode := range []string{"deferred", "sync"} {
+		b.Run("badger/"+mode, func(b *testing.B) {
+			st := storetest.Open(b)
+			benchmarkWindow(b, st, kvqueue.New(st.KV(), queue.Options{}, nil), mode == "sync")
+		})
+		b.Run("postgres/"+mode, func(b *testing.B) { benchmarkPostgresWindow(b, mode == "sync") })
+	}
 }
 
-func benchmarkWindow(b *testing.B, st *store.Store, q queue.Queue) {
+func benchmarkPostgresWindow(b *testing.B, sync bool) {
+	ctx := context.Background()
+	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: pgkvtest.DSN(b), SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = kv.Close() })
+	q, err := riverqueue.New(ctx, kv.Pool(), pgkv.PgxTx, queue.Options{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkWindow(b, store.New(kv, store.Options{}), q, sync)
+}
+
+func benchmarkWindow(b *testing.B, st *store.Store, q queue.Queue, sync bool) {
 	ctx := context.Background()
 	if _, err := RegisterJobs(q); err != nil { // registered, never started: jobs wait
 		b.Fatal(err)
@@ -56,7 +62,10 @@ func benchmarkWindow(b *testing.B, st *store.Store, q queue.Queue) {
 	if err := st.Create(ctx, sub, store.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	svc, err := New(Options{Store: st, Queue: q, Bots: &botRecorder{}})
+	unused := func(context.Context, *oauth.Identity) (Backend, error) {
+		return nil, errors.New("no backend in this benchmark")
+	}
+	svc, err := New(Options{Store: st, Queue: q, Bots: &botRecorder{}, Backends: unused, SyncTriggers: sync})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,13 +29,14 @@ func (q *Queue) update(ctx context.Context, fn func(store.Txn) error) error {
 	return q.group.Do(ctx, &groupedWrite{ctx: ctx, fn: fn})
 }
 
-// commitGroup writes a group in one transaction. If it fails (one write
-// fails, or the group is too large), each write is retried on its own so
-// that only a failing one fails.
-func (q *Queue) commitGroup(batch []*groupedWrite) []error {
+// commitGroup writes a group in one transaction with update (KV.Update,
+// or UpdateDeferred for the group of Deferred Enqueues). If it fails (one
+// write fails, or the group is too large), each write is retried on its
+// own so that only a failing one fails.
+func commitGroup(batch []*groupedWrite, update func(context.Context, func(store.Txn) error) error) []error {
 	errs := make([]error, len(batch))
 	if len(batch) > 1 {
-		err := q.kv.Update(context.Background(), func(tx store.Txn) error {
+		err := update(context.Background(), func(tx store.Txn) error {
 			for _, w := range batch {
 				if err := w.fn(tx); err != nil {
 					return err
@@ -48,7 +49,7 @@ func (q *Queue) commitGroup(batch []*groupedWrite) []error {
 		}
 	}
 	for i, w := range batch {
-		errs[i] = q.kv.Update(w.ctx, w.fn)
+		errs[i] = update(w.ctx, w.fn)
 	}
 	return errs
 }

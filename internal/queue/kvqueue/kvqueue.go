@@ -54,12 +54,15 @@ type Queue struct {
 	periodic []queue.Periodic
 	started  bool
 
-	group   *groupcommit.Group[*groupedWrite]
-	wake    chan struct{}
-	slots   chan struct{} // one token per running job
-	cancel  context.CancelFunc
-	loops   sync.WaitGroup // dispatcher and periodic loops
-	running sync.WaitGroup // workers
+	group *groupcommit.Group[*groupedWrite]
+	// deferred groups the Deferred jobs' Enqueues apart, so that they
+	// never wait behind a commit that waits for the disk.
+	deferred *groupcommit.Group[*groupedWrite]
+	wake     chan struct{}
+	slots    chan struct{} // one token per running job
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup // dispatcher and periodic loops
+	running  sync.WaitGroup // workers
 	// workCtx is the workers' context: cancelled when Stop's ctx ends.
 	workCtx    context.Context
 	workCancel context.CancelFunc
@@ -80,7 +83,15 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 
 		workCtx: workCtx, workCancel: workCancel,
 	}
-	q.group = groupcommit.New(maxGroup, q.commitGroup)
+	q.group = groupcommit.New(maxGroup, func(batch []*groupedWrite) []error {
+		return commitGroup(batch, kv.Update)
+	})
+	q.deferred = q.group
+	if du, ok := kv.(store.DeferredUpdater); ok {
+		q.deferred = groupcommit.New(maxGroup, func(batch []*groupedWrite) []error {
+			return commitGroup(batch, du.UpdateDeferred)
+		})
+	}
 	return q
 }
 
@@ -270,12 +281,16 @@ func writeRecord(tx store.Txn, r *record, ttl time.Duration) error {
 
 // Enqueue implements queue.Queue.
 func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error) {
+	g := q.group
+	if j.Deferred {
+		g = q.deferred
+	}
 	var res queue.Enqueued
-	err := q.update(ctx, func(tx store.Txn) error {
+	err := g.Do(ctx, &groupedWrite{ctx: ctx, fn: func(tx store.Txn) error {
 		var err error
 		res, err = q.EnqueueTx(ctx, tx, j)
 		return err
-	})
+	}})
 	if err != nil {
 		return queue.Enqueued{}, err
 	}

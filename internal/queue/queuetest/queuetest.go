@@ -483,7 +483,7 @@ func checkTicks(t *testing.T, rec *recorder, n int) {
 	}
 }
 
-// crash: a child enqueues a job due later (acknowledged) and starts
+// crash: a child enqueues a job due later (acknowledged), one Deferred, and starts
 // another that it runs; it is killed with SIGKILL while running
 // it. Then a queue in this process runs the first, and the second again,
 // rescued.
@@ -512,7 +512,7 @@ func crash(t *testing.T, b Backend) {
 			break
 		}
 	}
-	if ids["durable"] == "" || ids["running"] == "" {
+	if ids["durable"] == "" || ids["deferred"] == "" || ids["running"] == "" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("the child did not report its jobs: %v", ids)
@@ -525,19 +525,22 @@ func crash(t *testing.T, b Backend) {
 	s.Reopen(t)
 	q := s.Open(t, fast())
 	rec := newRecorder()
-	for _, k := range []string{"durable", "crashing"} {
+	for _, k := range []string{"durable", "deferred", "crashing"} {
 		if err := q.Register(k, rec.worker(nil), queue.KindOptions{Timeout: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start(t, q)
 	got := map[string]queue.Delivery{}
-	for len(got) < 2 {
+	for len(got) < 3 {
 		d := rec.next(t)
 		got[d.Kind] = d
 	}
 	if d := got["durable"]; d.ID != ids["durable"] || d.Attempt != 1 || d.Rescued {
 		t.Fatalf("acknowledged job delivered as %+v, want %s at attempt 1", d, ids["durable"])
+	}
+	if d := got["deferred"]; d.ID != ids["deferred"] || d.Attempt != 1 || d.Rescued {
+		t.Fatalf("acknowledged deferred job delivered as %+v, want %s at attempt 1", d, ids["deferred"])
 	}
 	if d := got["crashing"]; d.ID != ids["running"] || d.Attempt != 2 || !d.Rescued {
 		t.Fatalf("crashed job delivered as %+v, want %s rescued at attempt 2", d, ids["running"])
@@ -566,6 +569,13 @@ func child(b Backend) error {
 		return err
 	}
 	fmt.Println("durable", durable.ID)
+	// Committed but not waited for to reach the disk: a crash of the
+	// process alone must not lose it.
+	deferred, err := q.Enqueue(ctx, queue.Job{Kind: "deferred", RunAt: time.Now().Add(3 * time.Second), Deferred: true})
+	if err != nil {
+		return err
+	}
+	fmt.Println("deferred", deferred.ID)
 	if _, err := q.Enqueue(ctx, queue.Job{Kind: "crashing"}); err != nil {
 		return err
 	}

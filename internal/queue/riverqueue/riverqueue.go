@@ -76,6 +76,9 @@ type Queue struct {
 	periodic []*river.PeriodicJob
 	inserter *river.Client[pgx.Tx] // inserts, cancels and reads; works nothing
 	inserts  *groupcommit.Group[*insertOp]
+	// deferred groups the Deferred jobs' Enqueues, committed with
+	// synchronous_commit off.
+	deferred *groupcommit.Group[*insertOp]
 	client   *river.Client[pgx.Tx] // works jobs, from Start
 	started  bool
 }
@@ -100,6 +103,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, txOf TxFunc, o queue.Options, 
 		kinds: map[string]queue.KindOptions{}, workers: river.NewWorkers(), inserter: inserter,
 	}
 	q.inserts = groupcommit.New(maxGroup, q.insertGroup)
+	q.deferred = groupcommit.New(maxGroup, q.insertDeferred)
 	return q, nil
 }
 
@@ -303,7 +307,11 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 		return queue.Enqueued{}, errors.New("enqueuing a job without a kind")
 	}
 	op := &insertOp{ctx: ctx, job: j}
-	if err := q.inserts.Do(ctx, op); err != nil {
+	g := q.inserts
+	if j.Deferred {
+		g = q.deferred
+	}
+	if err := g.Do(ctx, op); err != nil {
 		return queue.Enqueued{}, err
 	}
 	return op.res, nil
@@ -350,6 +358,61 @@ func (q *Queue) insertGroup(batch []*insertOp) []error {
 		op.res = enqueued(res)
 	}
 	return errs
+}
+
+// insertDeferred inserts a group of Deferred Enqueues in one transaction
+// whose COMMIT does not wait for the WAL flush (synchronous_commit off
+// for it alone): the server has the jobs at once, and a crash of
+// PostgreSQL or its machine within about three times wal_writer_delay can
+// lose them. If it fails, each is inserted in such a transaction of its
+// own so that only a failing one fails.
+func (q *Queue) insertDeferred(batch []*insertOp) []error {
+	errs := make([]error, len(batch))
+	if len(batch) > 1 {
+		if q.insertDeferredTx(context.Background(), batch) == nil {
+			return errs
+		}
+	}
+	for i, op := range batch {
+		if err := q.insertDeferredTx(op.ctx, batch[i:i+1]); err != nil {
+			errs[i] = fmt.Errorf("enqueuing a %s job: %w", op.job.Kind, err)
+		}
+	}
+	return errs
+}
+
+// deferredTx begins a transaction whose COMMIT does not wait for the WAL
+// flush, in one round trip (a simple-protocol query of two statements).
+var deferredTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL synchronous_commit = off`}
+
+// insertDeferredTx inserts ops in one asynchronously committed transaction
+// and sets their results.
+func (q *Queue) insertDeferredTx(ctx context.Context, ops []*insertOp) error {
+	jobs := make([]queue.Job, len(ops))
+	for i, op := range ops {
+		jobs[i] = op.job
+	}
+	params, at, dup := q.manyParams(jobs)
+	tx, err := q.pool.BeginTx(ctx, deferredTx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	res, err := q.inserter.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return err
+	}
+	if len(res) != len(params) {
+		return fmt.Errorf("River inserted %d rows of %d", len(res), len(params))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	for i, op := range ops {
+		op.res = enqueued(res[at[i]])
+		op.res.Duplicate = op.res.Duplicate || dup[i]
+	}
+	return nil
 }
 
 // EnqueueBatch implements queue.Queue: one INSERT of every job in one

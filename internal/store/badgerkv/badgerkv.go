@@ -3,7 +3,8 @@
 // the gateway; package pgkv is the one several replicas can share. Both pass
 // the same conformance suite (kvtest).
 //
-// Acknowledged writes are synced to disk. A write guard refuses writes with
+// Acknowledged writes are synced to disk (syncer.go), except those made
+// with UpdateDeferred, which are synced just after. A write guard refuses writes with
 // [store.ErrUnwritable] before Badger would meet a full or read-only disk
 // (guard.go), the value log is garbage-collected and, on Linux, mapped table
 // pages are handed back to the kernel in the background (trim_linux.go).
@@ -33,7 +34,8 @@ import (
 var ErrLocked = errors.New("storage directory locked")
 
 // Options configures [Open]. The zero value (plus Dir) gives the
-// small-footprint defaults; acknowledged writes are always synced to disk.
+// small-footprint defaults; acknowledged writes are always synced to disk
+// (UpdateDeferred's just after they are acknowledged).
 type Options struct {
 	// Dir is the storage directory; required unless InMemory. Badger creates
 	// it with mode 0700 when missing.
@@ -55,6 +57,10 @@ type Options struct {
 	// with the stored data. 0 means DefaultTrimInterval; negative turns it
 	// off.
 	TrimInterval time.Duration
+
+	// valueLogFileSize overrides the value log's file size, for tests
+	// that need several files (Badger's minimum is 1 MiB).
+	valueLogFileSize int64
 }
 
 // DefaultGCInterval is how often an on-disk store collects its value log.
@@ -83,6 +89,7 @@ type KV struct {
 	db     *badger.DB
 	logger Logger
 	guard  *writeGuard // nil in memory
+	syncer *syncer     // nil in memory
 
 	// Periodic maintenance (value-log GC, trimming), stopped by Close.
 	stop  chan struct{}
@@ -103,8 +110,9 @@ type KV struct {
 }
 
 var (
-	_ store.KV         = (*KV)(nil)
-	_ store.FreeSpacer = (*KV)(nil)
+	_ store.KV              = (*KV)(nil)
+	_ store.FreeSpacer      = (*KV)(nil)
+	_ store.DeferredUpdater = (*KV)(nil)
 )
 
 // freeSpaceTTL is how long a FreeSpace reading is reused.
@@ -149,6 +157,17 @@ func Open(o Options) (*KV, error) {
 	if !o.InMemory {
 		// Room for a memtable flush, a WAL rotation and compaction output.
 		b.guard = newWriteGuard(o.Dir, 4*uint64(badgerOptions(o).MemTableSize)+8<<20)
+		logs := &logFiles{dir: o.Dir}
+		if err := logs.syncRotated(); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("opening storage directory %s: %w", o.Dir, err)
+		}
+		b.syncer = newSyncer(func() error {
+			if err := db.Sync(); err != nil {
+				return err
+			}
+			return logs.syncRotated()
+		})
 		if b.gcEvery = max(cmp.Or(o.GCInterval, DefaultGCInterval), 0); b.gcEvery > 0 {
 			b.every(b.gcEvery, &b.gcPasses, func() bool { b.RunGC(); return true })
 		}
@@ -230,17 +249,14 @@ func badgerOptions(o Options) badger.Options {
 	if o.InMemory {
 		opts.Dir, opts.ValueDir = "", ""
 	}
-	// Acknowledged writes must survive a crash. Commits are batched by
-	// Badger's single write goroutine (DB.doWrites collects the requests
-	// queued while the previous batch is being written), but v4.9.6 shares
-	// only the value-log sync per batch (valueLog.write); the memtable WAL
-	// is msynced once per transaction in DB.writeToLSM. strace of
-	// BenchmarkConcurrentCreates: serial, 2 msyncs per create; 32 writers,
-	// about 1.1. So concurrent writers do not pay each other's full sync
-	// cost, but durable write throughput stays bounded by one WAL sync per
-	// transaction — which is why Store.Create merges concurrent creates
-	// into one transaction (group.go).
-	opts.SyncWrites = true
+	// Acknowledged writes must survive a crash; the syncer syncs them
+	// (syncer.go), not Badger. With SyncWrites on, v4.9.6 msyncs the
+	// memtable WAL once per write batch in DB.writeToLSM, in the single
+	// write goroutine (strace of BenchmarkConcurrentCreates: serial, 2
+	// msyncs per create; 32 writers, about 1.1), so every commit queued
+	// behind a sync; and there was no way to commit one transaction
+	// without waiting for the disk.
+	opts.SyncWrites = false
 	// Each memtable is an arena of about 1.3x this size, and the level-0
 	// table it is flushed into is built in memory (table builders take
 	// their buffers from a pool of up to 8 that Badger keeps while it
@@ -314,6 +330,9 @@ func badgerOptions(o Options) badger.Options {
 	// Value log files are mmapped; 64 MiB instead of 1 GiB keeps mappings
 	// small and lets value-log GC reclaim space in smaller steps.
 	opts.ValueLogFileSize = 64 << 20
+	if o.valueLogFileSize > 0 {
+		opts.ValueLogFileSize = o.valueLogFileSize
+	}
 	// Two compactors is Badger's minimum for L0 priority (default 4).
 	opts.NumCompactors = 2
 	// Goroutines used by Stream (Backup); default 8 multiplies buffers.
@@ -344,33 +363,68 @@ func (b *KV) View(ctx context.Context, fn func(store.Txn) error) error {
 }
 
 // Update runs fn in a read-write transaction, retrying it on Badger's
-// optimistic-concurrency conflicts.
+// optimistic-concurrency conflicts, and returns once the commit is synced
+// to disk.
 func (b *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
-	if err := b.guard.check(); err != nil {
+	wrote, err := b.update(ctx, fn)
+	if err != nil || !wrote || b.syncer == nil {
 		return err
+	}
+	// The commit is applied whatever happens now: a cancelled ctx must not
+	// turn it into a reported failure that a caller would retry.
+	return b.syncer.wait(context.WithoutCancel(ctx), b.syncer.committedOne())
+}
+
+// UpdateDeferred implements store.DeferredUpdater: Update without waiting
+// for the sync, which the syncer's next pass (started at once) does.
+func (b *KV) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
+	wrote, err := b.update(ctx, fn)
+	if err != nil || !wrote || b.syncer == nil {
+		return err
+	}
+	b.syncer.committedOne()
+	return nil
+}
+
+// Flush implements store.DeferredUpdater.
+func (b *KV) Flush(ctx context.Context) error {
+	if b.syncer == nil {
+		return nil
+	}
+	return b.syncer.flush(ctx)
+}
+
+// update commits fn, retrying on conflicts. wrote says the committed
+// transaction set or deleted a key (one that wrote nothing has nothing to
+// sync).
+func (b *KV) update(ctx context.Context, fn func(store.Txn) error) (wrote bool, err error) {
+	if err := b.guard.check(); err != nil {
+		return false, err
 	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
+		t := &badgerTxn{ctx: ctx}
 		err := b.db.Update(func(txn *badger.Txn) error {
-			return fn(&badgerTxn{ctx: ctx, txn: txn})
+			t.txn, t.wrote = txn, false
+			return fn(t)
 		})
 		if !errors.Is(err, badger.ErrConflict) {
-			return err
+			return t.wrote && err == nil, err
 		}
 		if attempt == maxUpdateAttempts {
-			return fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts", store.ErrConflict, attempt)
+			return false, fmt.Errorf("%w: transaction still conflicting with concurrent writes after %d attempts", store.ErrConflict, attempt)
 		}
 		// Jitter so that the same set of racing writers does not collide
 		// again in lockstep.
 		backoff := time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond)))
-		t := time.NewTimer(backoff)
+		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+			timer.Stop()
+			return false, ctx.Err()
+		case <-timer.C:
 		}
 	}
 }
@@ -382,6 +436,9 @@ func (b *KV) Close() error {
 		// A maintenance pass must not run into the close.
 		close(b.stop)
 		b.loops.Wait()
+		if b.syncer != nil {
+			b.syncer.close()
+		}
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("closing storage: %w", err)
 		}

@@ -15,6 +15,8 @@ import (
 type badgerTxn struct {
 	ctx context.Context
 	txn *badger.Txn
+	// wrote says Set or Delete was called (Update syncs only then).
+	wrote bool
 }
 
 // scanCtxCheckEvery is how many keys a scan visits between context checks.
@@ -36,6 +38,7 @@ func (t *badgerTxn) Get(key []byte) ([]byte, error) {
 }
 
 func (t *badgerTxn) Set(key, value []byte, ttl time.Duration) error {
+	t.wrote = true
 	e := badger.NewEntry(key, value)
 	if ttl > 0 {
 		e = e.WithTTL(ttl)
@@ -50,6 +53,7 @@ func (t *badgerTxn) Set(key, value []byte, ttl time.Duration) error {
 }
 
 func (t *badgerTxn) Delete(key []byte) error {
+	t.wrote = true
 	if err := t.txn.Delete(key); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			return fmt.Errorf("deleting key %q: %w", key, store.ErrTxnTooBig)

@@ -11,6 +11,10 @@
 //     [store.ErrConflict] ends a conflict that does not go away;
 //   - an Update whose fn fails writes nothing, and a nil Update is durable
 //     (it survives a close and reopen);
+//   - a KV that commits without waiting for the disk
+//     ([store.DeferredUpdater]) makes such a commit visible at once and
+//     durable once Flush returns, and its deferred commits are isolated
+//     and retried like Update's;
 //   - a TTL makes a key invisible to Get and Scan as soon as it expires;
 //   - Scan is ordered (ascending or descending), bounded by its prefix
 //     (also a prefix of 0xff bytes, which has no successor), stops on
@@ -76,6 +80,7 @@ func Run(t *testing.T, target Target) {
 		{"ConcurrentIncrementsLoseNothing", testConcurrentIncrements},
 		{"PersistentConflictIsErrConflict", testPersistentConflict},
 		{"NilUpdateIsDurable", testDurable},
+		{"DeferredUpdate", testDeferredUpdate},
 		{"TTLExpiryIsImmediate", testTTLExpiry},
 		{"SetReplacesTTL", testSetReplacesTTL},
 		{"Scan", testScan},
@@ -468,6 +473,73 @@ func testDurable(t *testing.T, target Target) {
 	}
 	if v, ok := get(t, kv, "expiring"); v != "later" {
 		t.Fatalf("after reopening, a key with an hour to live = %q (found %v)", v, ok)
+	}
+}
+
+// testDeferredUpdate: a deferred commit is seen by the next View at once,
+// a failed one writes nothing, concurrent deferred read-modify-writes lose
+// nothing, and after Flush the commits survive a reopen.
+func testDeferredUpdate(t *testing.T, target Target) {
+	kv := target.Open(t)
+	du, ok := kv.(store.DeferredUpdater)
+	if !ok {
+		t.Skip("the implementation has no deferred commits")
+	}
+	ctx := context.Background()
+	if err := du.UpdateDeferred(ctx, func(tx store.Txn) error {
+		return tx.Set([]byte("deferred"), []byte("yes"), 0)
+	}); err != nil {
+		t.Fatalf("UpdateDeferred: %v", err)
+	}
+	if v, ok := get(t, kv, "deferred"); v != "yes" {
+		t.Fatalf("right after UpdateDeferred, deferred = %q (found %v)", v, ok)
+	}
+	boom := errors.New("boom")
+	if err := du.UpdateDeferred(ctx, func(tx store.Txn) error {
+		if err := tx.Set([]byte("failed"), []byte("x"), 0); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("a failing UpdateDeferred returned %v, want its error", err)
+	}
+	if _, ok := get(t, kv, "failed"); ok {
+		t.Fatal("a failed UpdateDeferred wrote its key")
+	}
+	const workers, each = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				errs <- du.UpdateDeferred(ctx, func(tx store.Txn) error { return increment(tx, "count") })
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a deferred increment: %v", err)
+		}
+	}
+	if n := counter(t, kv, "count"); n != workers*each {
+		t.Fatalf("after %d deferred increments the counter is %d", workers*each, n)
+	}
+	if err := du.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if target.Reopen == nil {
+		return
+	}
+	kv = target.Reopen(t, kv)
+	if v, ok := get(t, kv, "deferred"); v != "yes" {
+		t.Fatalf("after Flush and a reopen, deferred = %q (found %v)", v, ok)
+	}
+	if n := counter(t, kv, "count"); n != workers*each {
+		t.Fatalf("after Flush and a reopen, the counter is %d", n)
 	}
 }
 

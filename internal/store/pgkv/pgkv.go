@@ -14,7 +14,8 @@
 //     within Options.Timeout) wraps [store.ErrUnwritable], which the
 //     gateway answers with 503; so does a View that cannot reach it.
 //   - A nil Update is durable: every connection runs with
-//     synchronous_commit on, whatever the server's default.
+//     synchronous_commit on, whatever the server's default
+//     (UpdateDeferred turns it off for its transaction).
 //   - Keys with a TTL carry expires_at; reads filter them out as soon as it
 //     has passed (by the server's clock, so replicas agree), and a
 //     background sweeper deletes them in batches.
@@ -220,7 +221,7 @@ func (k *KV) View(ctx context.Context, fn func(store.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	_, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
 	return unwritable(ctx, err)
 }
 
@@ -238,11 +239,50 @@ func unwritable(ctx context.Context, err error) error {
 // Update runs fn in a serializable transaction, running it again on
 // serialization failures and deadlocks.
 func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
+	return k.update(ctx, false, fn)
+}
+
+// UpdateDeferred implements store.DeferredUpdater: the transaction
+// commits with synchronous_commit off, so its COMMIT does not wait for
+// the WAL flush. The server has the write at once (every session sees it,
+// a crash of this process does not lose it); a crash of PostgreSQL or of
+// its machine within about three times wal_writer_delay (600 ms by
+// default) can.
+func (k *KV) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
+	return k.update(ctx, true, fn)
+}
+
+// Flush implements store.DeferredUpdater: it waits until PostgreSQL has
+// flushed its WAL up to where it was inserting at the call.
+func (k *KV) Flush(ctx context.Context) error {
+	var target string
+	if err := k.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&target); err != nil {
+		return fmt.Errorf("reading the WAL position: %w", err)
+	}
+	for {
+		var done bool
+		if err := k.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, target).Scan(&done); err != nil {
+			return fmt.Errorf("reading the WAL position: %w", err)
+		}
+		if done {
+			return nil
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (k *KV) update(ctx context.Context, deferred bool, fn func(store.Txn) error) error {
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		retry, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+		retry, err := k.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, deferred, fn)
 		if !retry {
 			// As for a full disk under Badger. A commit cut off by the
 			// connection loss or the timeout may or may not have been
@@ -270,7 +310,7 @@ func (k *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 // reports a serialization failure or deadlock anywhere in the transaction,
 // even one that fn swallowed: PostgreSQL has aborted the transaction then,
 // so it cannot have committed.
-func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) error) (retry bool, err error) {
+func (k *KV) run(ctx context.Context, opts pgx.TxOptions, deferred bool, fn func(store.Txn) error) (retry bool, err error) {
 	// The caller's ctx decides what is the caller's cancellation; the
 	// timeout's own expiry is reported as a store that cannot answer.
 	callerCtx := ctx
@@ -286,7 +326,7 @@ func (k *KV) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Txn) err
 		}
 		return false, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	t := &txn{ctx: ctx, pool: k.pool, conn: conn, opts: opts}
+	t := &txn{ctx: ctx, pool: k.pool, conn: conn, opts: opts, deferred: deferred}
 	defer func() {
 		if t.conn != nil {
 			t.conn.Release()

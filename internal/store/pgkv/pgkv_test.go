@@ -395,3 +395,41 @@ func TestHungTransactionIsBounded(t *testing.T) {
 	}
 	<-viewDone // it held its connection past the timeout, so it failed too
 }
+
+// TestUpdateDeferredCommitsAsynchronously: UpdateDeferred's transaction
+// has synchronous_commit off, and only it: the connection goes back to
+// the pool with the setting on.
+func TestUpdateDeferredCommitsAsynchronously(t *testing.T) {
+	t.Parallel()
+	kv := openKV(t, Options{DSN: pgkvtest.DSN(t), MaxConns: 1})
+	ctx := context.Background()
+	setting := func(tx store.Txn) string {
+		var got []byte
+		if err := tx.(*txn).conn.QueryRow(ctx, `SELECT convert_to(current_setting('synchronous_commit'), 'UTF8')`).Scan(&got); err != nil {
+			t.Fatalf("reading synchronous_commit: %v", err)
+		}
+		return string(got)
+	}
+	var inside string
+	err := kv.UpdateDeferred(ctx, func(tx store.Txn) error {
+		if _, err := tx.Get([]byte("k")); !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		inside = setting(tx)
+		return tx.Set([]byte("k"), []byte("v"), 0)
+	})
+	if err != nil || inside != "off" {
+		t.Fatalf("UpdateDeferred: synchronous_commit = %q, %v; want off", inside, err)
+	}
+	var after string
+	err = kv.Update(ctx, func(tx store.Txn) error {
+		if _, err := tx.Get([]byte("k")); err != nil {
+			return err
+		}
+		after = setting(tx)
+		return nil
+	})
+	if err != nil || after != "on" {
+		t.Fatalf("the next Update: synchronous_commit = %q, %v; want on", after, err)
+	}
+}

@@ -31,6 +31,8 @@ type txn struct {
 	cache   map[string]cachedRead
 	// topics are the changes announced to other processes at commit.
 	topics map[string]struct{}
+	// deferred commits without waiting for the WAL flush (UpdateDeferred).
+	deferred bool
 }
 
 // stmt is one statement of a transaction; read gets its rows (nil: they
@@ -73,6 +75,10 @@ func (t *txn) send(stmts ...stmt) error {
 		b := &pgx.Batch{}
 		if t.tx == nil {
 			b.BeginTx(t.opts)
+			if t.deferred {
+				// For this transaction's COMMIT only.
+				b.Queue(`SET LOCAL synchronous_commit = off`)
+			}
 		}
 		for _, s := range stmts {
 			read := s.read
