@@ -52,6 +52,7 @@ type execution struct {
 
 	console       consoleBuffer
 	jsonStringify goja.Callable // JSON.stringify, taken on first use
+	objectProto   *goja.Object  // the realm's Object.prototype, taken on first use (dataObject)
 
 	handler  goja.Callable // the module's handler, once its top level has run
 	reusable bool          // the last run ended in a way that leaves the instance usable
@@ -409,7 +410,7 @@ func (x *execution) drop() {
 	x.mu.Lock()
 	x.rt = nil
 	x.mu.Unlock()
-	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
+	x.jsonStringify, x.objectProto, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil, nil
 	x.fetchAPI = nil
 	x.loop, x.loopErr, x.lazy = nil, nil, lazyState{}
 	x.handler = nil
