@@ -51,8 +51,9 @@ type execution struct {
 	stopCh  chan struct{}   // closed when the run is stopped; made by stopSignal when needed
 
 	console       consoleBuffer
-	jsonStringify goja.Callable // JSON.stringify, taken on first use
-	objectProto   *goja.Object  // the realm's Object.prototype, taken on first use (dataObject)
+	jsonStringify goja.Callable     // JSON.stringify, taken on first use
+	objectProto   *goja.Object      // the realm's Object.prototype, taken on first use (dataObject)
+	jsonKeys      map[string]string // object keys of decoded JSON, reused (jsonkeys.go)
 
 	handler  goja.Callable // the module's handler, once its top level has run
 	reusable bool          // the last run ended in a way that leaves the instance usable

@@ -50,7 +50,7 @@ func (d *jsonDecoder) value() goja.Value {
 				d.i++
 				d.skipSpace()
 			}
-			key := d.str()
+			key := d.key()
 			d.skipSpace()
 			d.i++ // ':'
 			obj.add(key, d.value())
