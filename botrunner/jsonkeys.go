@@ -4,10 +4,11 @@ package botrunner
 // "coding", …): keeping the object keys it has seen lets later inputs reuse those strings
 // instead of allocating each key again. The cache is the execution's (one run at a time, on
 // the run's goroutine), bounded in entries and key length, so a bot fed random keys costs at
-// most maxJSONKeys short strings.
+// most maxJSONKeys short strings (some 25 KB; a worker keeps up to 256 idle instances).
+// FHIR's element names fit in maxJSONKeyLen.
 const (
-	maxJSONKeys   = 512
-	maxJSONKeyLen = 64
+	maxJSONKeys   = 256
+	maxJSONKeyLen = 32
 )
 
 // key reads the object key at d.i, from the execution's key cache when it is there. An escaped
