@@ -42,62 +42,64 @@ var credentialHeaders = map[string]bool{
 }
 
 // newEvent builds the handler's second argument directly as JavaScript values; JSON input goes
-// through jsonValue, HL7 input becomes an Hl7Message.
+// through jsonValue, HL7 input becomes an Hl7Message. Its objects are dataObjects, so what a warm
+// instance's module did to Object.prototype cannot hide or intercept a field of the next run's
+// event.
 func (x *execution) newEvent(ev *Event) *goja.Object {
 	rt := x.rt
-	obj := rt.NewObject()
-	_ = obj.Set("bot", x.reference(ev.Bot))
+	obj := x.newDataObject()
+	obj.add("bot", x.reference(ev.Bot))
 	if ev.ContentType != "" {
-		_ = obj.Set("contentType", ev.ContentType)
+		obj.add("contentType", rt.ToValue(ev.ContentType))
 	}
-	_ = obj.Set("input", x.input(&ev.Input))
-	secrets := rt.NewObject()
+	obj.add("input", x.input(&ev.Input))
+	secrets := x.newDataObject()
 	names := make([]string, 0, len(ev.Secrets))
 	for name := range ev.Secrets {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		setProp(secrets, name, x.secret(name, ev.Secrets[name]))
+		secrets.add(name, x.secret(name, ev.Secrets[name]))
 	}
-	_ = obj.Set("secrets", secrets)
+	obj.add("secrets", secrets.done(x))
 	if ev.TraceID != "" {
-		_ = obj.Set("traceId", ev.TraceID)
+		obj.add("traceId", rt.ToValue(ev.TraceID))
 	}
 	if ev.Requester != nil {
-		_ = obj.Set("requester", x.reference(*ev.Requester))
+		obj.add("requester", x.reference(*ev.Requester))
 	}
-	_ = obj.Set("headers", x.stringMap(safeHeaders(ev.Headers)))
-	return obj
+	obj.add("headers", x.stringMap(safeHeaders(ev.Headers)))
+	return obj.done(x)
 }
 
 func (x *execution) reference(r Reference) *goja.Object {
-	obj := x.rt.NewObject()
-	_ = obj.Set("reference", r.Reference)
+	obj := x.newDataObject()
+	obj.add("reference", x.rt.ToValue(r.Reference))
 	if r.Display != "" {
-		_ = obj.Set("display", r.Display)
+		obj.add("display", x.rt.ToValue(r.Display))
 	}
-	return obj
+	return obj.done(x)
 }
 
 // secret is a ProjectSetting object; a missing name is taken from the map key.
 func (x *execution) secret(name string, s Secret) *goja.Object {
-	obj := x.rt.NewObject()
+	obj := x.newDataObject()
 	if s.Name != "" {
 		name = s.Name
 	}
-	_ = obj.Set("name", name)
+	obj.add("name", x.rt.ToValue(name))
 	switch {
 	case s.ValueString != nil:
-		_ = obj.Set("valueString", *s.ValueString)
+		obj.add("valueString", x.rt.ToValue(*s.ValueString))
 	case s.ValueBoolean != nil:
-		_ = obj.Set("valueBoolean", *s.ValueBoolean)
+		obj.add("valueBoolean", x.rt.ToValue(*s.ValueBoolean))
 	case s.ValueInteger != nil:
-		_ = obj.Set("valueInteger", *s.ValueInteger)
+		obj.add("valueInteger", x.rt.ToValue(*s.ValueInteger))
 	case s.ValueDecimal != nil:
-		_ = obj.Set("valueDecimal", *s.ValueDecimal)
+		obj.add("valueDecimal", x.rt.ToValue(*s.ValueDecimal))
 	}
-	return obj
+	return obj.done(x)
 }
 
 func (x *execution) input(in *Input) goja.Value {

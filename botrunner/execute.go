@@ -51,7 +51,9 @@ type execution struct {
 	stopCh  chan struct{}   // closed when the run is stopped; made by stopSignal when needed
 
 	console       consoleBuffer
-	jsonStringify goja.Callable // JSON.stringify, taken on first use
+	jsonStringify goja.Callable     // JSON.stringify, taken on first use
+	objectProto   *goja.Object      // the realm's Object.prototype, taken on first use (dataObject)
+	jsonKeys      map[string]string // object keys of decoded JSON, reused (jsonkeys.go)
 
 	handler  goja.Callable // the module's handler, once its top level has run
 	reusable bool          // the last run ended in a way that leaves the instance usable
@@ -409,7 +411,7 @@ func (x *execution) drop() {
 	x.mu.Lock()
 	x.rt = nil
 	x.mu.Unlock()
-	x.jsonStringify, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil
+	x.jsonStringify, x.objectProto, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil, nil
 	x.fetchAPI = nil
 	x.loop, x.loopErr, x.lazy = nil, nil, lazyState{}
 	x.handler = nil

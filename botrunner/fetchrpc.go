@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"go.uber.org/zap"
 )
@@ -84,56 +83,26 @@ func (m *fetchedMsg) decode(d *decoder) error {
 
 // rpcFetcher is a worker run's Fetcher: it asks the pool, which asks the run's real one.
 type rpcFetcher struct {
-	s  *workerServer
-	id uint64
-
-	mu    sync.Mutex
-	calls map[uint64]chan *fetchedMsg
-	next  uint64
-}
-
-func newRPCFetcher(s *workerServer, id uint64) *rpcFetcher {
-	return &rpcFetcher{s: s, id: id, calls: map[uint64]chan *fetchedMsg{}}
+	s     *workerServer
+	id    uint64
+	calls callTable[*fetchedMsg]
 }
 
 func (f *rpcFetcher) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
 	if len(req.Body) > f.s.maxFrame-frameOverhead {
 		return nil, fmt.Errorf("the request body of %d bytes is larger than a bot worker may send", len(req.Body))
 	}
-	ch := make(chan *fetchedMsg, 1)
-	f.mu.Lock()
-	f.next++
-	call := f.next
-	f.calls[call] = ch
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.calls, call)
-		f.mu.Unlock()
-	}()
-	m := fetchMsg{id: f.id, call: call, req: *req}
-	if err := f.s.out.send(frameFetch, m.encode); err != nil {
-		return nil, fmt.Errorf("asking the gateway: %w", err)
+	a, err := f.calls.call(ctx, func(call uint64) error {
+		m := fetchMsg{id: f.id, call: call, req: *req}
+		return f.s.out.send(frameFetch, m.encode)
+	})
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case a := <-ch:
-		if a.err != "" {
-			return nil, errors.New(a.err)
-		}
-		return &a.resp, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if a.err != "" {
+		return nil, errors.New(a.err)
 	}
-}
-
-// deliver hands the answer to the call waiting for it.
-func (f *rpcFetcher) deliver(a *fetchedMsg) {
-	f.mu.Lock()
-	ch := f.calls[a.call]
-	f.mu.Unlock()
-	if ch != nil {
-		ch <- a // buffered; a call gets one answer
-	}
+	return &a.resp, nil
 }
 
 // serveFetch makes a bot's fetch with the run's Fetcher and answers the worker.

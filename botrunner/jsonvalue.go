@@ -12,11 +12,12 @@ import (
 // values, with JSON.parse's semantics. It is several times faster than goja's JSON.parse, which
 // goes through encoding/json's token API. Nesting depth is bounded by validation (MaxJSONDepth).
 func (x *execution) jsonValue(b []byte) goja.Value {
-	d := jsonDecoder{rt: x.rt, b: b}
+	d := jsonDecoder{x: x, rt: x.rt, b: b}
 	return d.value()
 }
 
 type jsonDecoder struct {
+	x  *execution
 	rt *goja.Runtime
 	b  []byte
 	i  int
@@ -38,21 +39,21 @@ func (d *jsonDecoder) value() goja.Value {
 	switch d.b[d.i] {
 	case '{':
 		d.i++
-		obj := d.rt.NewObject()
+		obj := d.x.newDataObject()
 		for {
 			d.skipSpace()
 			if d.b[d.i] == '}' {
 				d.i++
-				return obj
+				return obj.done(d.x)
 			}
 			if d.b[d.i] == ',' {
 				d.i++
 				d.skipSpace()
 			}
-			key := d.str()
+			key := d.key()
 			d.skipSpace()
 			d.i++ // ':'
-			setProp(obj, key, d.value())
+			obj.add(key, d.value())
 			d.skipSpace()
 		}
 	case '[':
@@ -117,26 +118,16 @@ func (d *jsonDecoder) str() string {
 	return ""
 }
 
-// setProp defines an own enumerable property, as JSON.parse does. A plain assignment would make
-// a "__proto__" key replace the prototype instead.
-func setProp(obj *goja.Object, key string, v goja.Value) {
-	if key == "__proto__" {
-		_ = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
-		return
-	}
-	_ = obj.Set(key, v)
-}
-
 // stringMap converts a Go map into a JavaScript object with keys in sorted order.
 func (x *execution) stringMap(m map[string]string) *goja.Object {
-	obj := x.rt.NewObject()
+	obj := x.newDataObject()
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		setProp(obj, k, x.rt.ToValue(m[k]))
+		obj.add(k, x.rt.ToValue(m[k]))
 	}
-	return obj
+	return obj.done(x)
 }

@@ -81,12 +81,9 @@ type workerRun struct {
 	id     uint64
 	ctx    context.Context
 	cancel context.CancelFunc
-	code   chan string // the answer to a need frame
-	fetch  *rpcFetcher // the run's fetch calls
-
-	mu       sync.Mutex
-	calls    map[uint64]chan *answerMsg
-	nextCall uint64
+	code   chan string           // the answer to a need frame
+	fetch  rpcFetcher            // the run's fetch calls
+	calls  callTable[*answerMsg] // the run's medplum calls
 }
 
 func serveWorker(in io.Reader, out io.Writer) error {
@@ -186,7 +183,7 @@ func (s *workerServer) handle(typ byte, payload []byte) error {
 			return fmt.Errorf("decoding an answer frame: %w", err)
 		}
 		if r := s.run(a.id); r != nil {
-			r.deliver(a)
+			r.calls.deliver(a.call, a)
 		}
 	case frameFetched:
 		a := new(fetchedMsg)
@@ -194,7 +191,7 @@ func (s *workerServer) handle(typ byte, payload []byte) error {
 			return fmt.Errorf("decoding a fetched frame: %w", err)
 		}
 		if r := s.run(a.id); r != nil {
-			r.fetch.deliver(a)
+			r.fetch.calls.deliver(a.call, a)
 		}
 	default:
 		return fmt.Errorf("unknown frame type %q", typ)
@@ -216,7 +213,7 @@ func (s *workerServer) start(m *runMsg) {
 		ctx, stopDeadline = context.WithTimeout(ctx, m.deadline)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &workerRun{id: m.id, ctx: ctx, cancel: cancel, code: make(chan string, 1), calls: map[uint64]chan *answerMsg{}, fetch: newRPCFetcher(s, m.id)}
+	r := &workerRun{id: m.id, ctx: ctx, cancel: cancel, code: make(chan string, 1), fetch: rpcFetcher{s: s, id: m.id}}
 	s.mu.Lock()
 	s.runs[m.id] = r
 	s.mu.Unlock()
@@ -241,7 +238,7 @@ func (s *workerServer) serve(r *workerRun, m *runMsg) {
 		req := Request{
 			Program: &Program{prg: prg.prg, regexpFree: prg.noRegExp, locale: prg.locale}, Filename: m.filename, Timeout: m.timeout, Event: m.event,
 			Runtime: m.runtime, instanceKey: m.instanceKey, instanceBot: m.instanceBot, FHIRBaseURL: m.fhirBaseURL,
-			Fetch: r.fetch, // the pool answers "no egress" for a run without a Fetcher
+			Fetch: &r.fetch, // the pool answers "no egress" for a run without a Fetcher
 		}
 		if m.hasMedplum {
 			req.Medplum = &rpcMedplum{s: s, r: r}
@@ -308,15 +305,6 @@ func (s *workerServer) shrink() {
 	}
 }
 
-func (r *workerRun) deliver(a *answerMsg) {
-	r.mu.Lock()
-	ch := r.calls[a.call]
-	r.mu.Unlock()
-	if ch != nil {
-		ch <- a // buffered; a call gets one answer
-	}
-}
-
 // rpcMedplum is the worker's MedplumClient: it asks the pool, which asks the real one.
 type rpcMedplum struct {
 	s *workerServer
@@ -331,31 +319,18 @@ func (c *rpcMedplum) Do(ctx context.Context, method, path string, query url.Valu
 		return 0, "", nil, fmt.Errorf("the request body of %d bytes is larger than a bot worker may send (%d bytes)", len(body), c.s.maxFrame-frameOverhead)
 	}
 	r := c.r
-	ch := make(chan *answerMsg, 1)
-	r.mu.Lock()
-	r.nextCall++
-	call := r.nextCall
-	r.calls[call] = ch
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.calls, call)
-		r.mu.Unlock()
-	}()
-	m := doMsg{id: r.id, call: call, method: method, path: path, body: body, hasBody: body != nil, contentType: contentType, header: header}
-	if len(query) > 0 {
-		m.query = query.Encode()
-	}
-	if err := c.s.out.send(frameDo, m.encode); err != nil {
-		return 0, "", nil, fmt.Errorf("asking the gateway: %w", err)
-	}
-	select {
-	case a := <-ch:
-		if a.err != "" {
-			return 0, "", nil, errors.New(a.err)
+	a, err := r.calls.call(ctx, func(call uint64) error {
+		m := doMsg{id: r.id, call: call, method: method, path: path, body: body, hasBody: body != nil, contentType: contentType, header: header}
+		if len(query) > 0 {
+			m.query = query.Encode()
 		}
-		return a.status, a.contentType, a.body, nil
-	case <-ctx.Done():
-		return 0, "", nil, ctx.Err()
+		return c.s.out.send(frameDo, m.encode)
+	})
+	if err != nil {
+		return 0, "", nil, err
 	}
+	if a.err != "" {
+		return 0, "", nil, errors.New(a.err)
+	}
+	return a.status, a.contentType, a.body, nil
 }
