@@ -141,23 +141,26 @@ func (q *Queue) run(r *record) {
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	werr := q.update(wctx, func(tx store.Txn) error {
-		cur, rerr := readRecord(tx, r.ID)
-		if rerr != nil {
-			return rerr
+		// The record is the one claimed: while its running key exists
+		// nothing else writes it (Cancel refuses a running job, a rescue
+		// runs before the dispatcher starts), so it is not read again;
+		// reading the running key makes a concurrent change conflict.
+		if _, gerr := tx.Get(runningKey(r.ID)); errors.Is(gerr, store.ErrNotFound) {
+			return nil // settled meanwhile
+		} else if gerr != nil {
+			return gerr
 		}
-		if cur.State != queue.StateRunning || cur.Attempt != r.Attempt {
-			return nil // cancelled or settled meanwhile
-		}
+		cur := *r // fn may run again: the claimed record stays as claimed
 		cur.Rescued = false
 		if err == nil {
 			if derr := tx.Delete(runningKey(cur.ID)); derr != nil {
 				return derr
 			}
 			cur.State, cur.LastError = queue.StateCompleted, ""
-			return q.finalize(tx, cur, true)
+			return q.finalize(tx, &cur, true)
 		}
 		cur.LastError = err.Error()
-		return q.settle(tx, cur, time.Now())
+		return q.settle(tx, &cur, time.Now())
 	})
 	if werr != nil {
 		q.logger.Error("recording a job's outcome", zap.String("job", r.ID), zap.String("kind", r.Kind), zap.Error(werr))
