@@ -27,25 +27,37 @@ type waitingIndex struct {
 	known map[string]struct{} // ids in h or taken by a claim in progress
 }
 
-// entry is one waiting job as written.
+// entry is one waiting job: its waiting key, run time and id, and its
+// record as written while the index holds fewer than maxHeldRecords (the
+// claim then decodes nothing; beyond, it reads the record from the
+// store, so that a backlog costs the index about a hundred bytes a job,
+// not its args).
 type entry struct {
-	key string // its waiting key
+	key string
+	at  time.Time
+	id  string
 	r   *record
 }
+
+// maxHeldRecords bounds the records the index holds.
+const maxHeldRecords = 4096
 
 func newWaitingIndex() *waitingIndex {
 	return &waitingIndex{known: map[string]struct{}{}}
 }
 
 // add remembers a waiting job, unless it is known.
-func (x *waitingIndex) add(key string, r *record) {
+func (x *waitingIndex) add(e *entry) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.known[r.ID]; ok {
+	if _, ok := x.known[e.id]; ok {
 		return
 	}
-	x.known[r.ID] = struct{}{}
-	heap.Push(&x.h, &entry{key: key, r: r})
+	x.known[e.id] = struct{}{}
+	if len(x.h) >= maxHeldRecords {
+		e.r = nil
+	}
+	heap.Push(&x.h, e)
 }
 
 // knows tells whether a job is in the index.
@@ -62,7 +74,7 @@ func (x *waitingIndex) takeDue(now time.Time, n int) []*entry {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var due []*entry
-	for len(due) < n && len(x.h) > 0 && !x.h[0].r.RunAt.After(now) {
+	for len(due) < n && len(x.h) > 0 && !x.h[0].at.After(now) {
 		due = append(due, heap.Pop(&x.h).(*entry))
 	}
 	return due
@@ -72,7 +84,7 @@ func (x *waitingIndex) takeDue(now time.Time, n int) []*entry {
 func (x *waitingIndex) hasDue(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.h) > 0 && !x.h[0].r.RunAt.After(now)
+	return len(x.h) > 0 && !x.h[0].at.After(now)
 }
 
 // putBack returns taken jobs (their claim failed).
@@ -89,7 +101,7 @@ func (x *waitingIndex) forget(es []*entry) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, e := range es {
-		delete(x.known, e.r.ID)
+		delete(x.known, e.id)
 	}
 }
 
@@ -98,10 +110,10 @@ type entryHeap []*entry
 
 func (h entryHeap) Len() int { return len(h) }
 func (h entryHeap) Less(i, j int) bool {
-	if !h[i].r.RunAt.Equal(h[j].r.RunAt) {
-		return h[i].r.RunAt.Before(h[j].r.RunAt)
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
 	}
-	return h[i].r.ID < h[j].r.ID
+	return h[i].id < h[j].id
 }
 func (h entryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *entryHeap) Push(x any)   { *h = append(*h, x.(*entry)) }

@@ -239,7 +239,7 @@ func (q *Queue) settle(tx store.Txn, r *record, now time.Time, w *written) error
 		r.RunAt = now.Add(q.o.Backoff(r.Attempt))
 		wk, err := writeWaiting(tx, r)
 		if err == nil && w != nil {
-			*w = append(*w, &entry{key: wk, r: r})
+			*w = append(*w, kindEntry{r.Kind, &entry{key: wk, at: r.RunAt, id: r.ID, r: r}})
 		}
 		return err
 	}
@@ -329,9 +329,14 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	return res, nil
 }
 
-// written are the waiting jobs a transaction wrote, indexed once it
-// committed.
-type written []*entry
+// written are the waiting jobs a transaction wrote (with their kinds),
+// indexed once it committed.
+type written []kindEntry
+
+type kindEntry struct {
+	kind string
+	e    *entry
+}
 
 // index adds committed waiting jobs of registered kinds to the
 // dispatcher's index.
@@ -339,9 +344,9 @@ func (q *Queue) index(w written) {
 	q.mu.Lock()
 	kinds := q.kinds
 	q.mu.Unlock()
-	for _, e := range w {
-		if _, ok := kinds[e.r.Kind]; ok {
-			q.idx.add(e.key, e.r)
+	for _, ke := range w {
+		if _, ok := kinds[ke.kind]; ok {
+			q.idx.add(ke.e)
 		}
 	}
 }
@@ -407,7 +412,7 @@ func (q *Queue) enqueueTx(tx store.Txn, j queue.Job, w *written) (queue.Enqueued
 		}
 	}
 	if w != nil {
-		*w = append(*w, &entry{key: wk, r: r})
+		*w = append(*w, kindEntry{r.Kind, &entry{key: wk, at: r.RunAt, id: r.ID, r: r}})
 	} else {
 		// Wake the dispatcher: after the commit its next look into the
 		// store finds the job.

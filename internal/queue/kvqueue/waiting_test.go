@@ -123,3 +123,31 @@ func recordingQueue(t *testing.T, db *badgerkv.KV, kind string) (*Queue, chan st
 	}
 	return q, got
 }
+
+// TestIndexHoldsBoundedRecords: beyond maxHeldRecords the index keeps a
+// job's key and time but not its record (read by the claim instead), and
+// hands jobs out by run time.
+func TestIndexHoldsBoundedRecords(t *testing.T) {
+	x := newWaitingIndex()
+	base := time.Now()
+	for i := range maxHeldRecords + 1 {
+		at := base.Add(-time.Duration(i) * time.Millisecond) // added latest first
+		r := &record{ID: newID(), RunAt: at}
+		x.add(&entry{key: string(waitingKey(at, r.ID)), at: at, id: r.ID, r: r})
+	}
+	due := x.takeDue(base, maxHeldRecords+1)
+	if len(due) != maxHeldRecords+1 {
+		t.Fatalf("%d due, want %d", len(due), maxHeldRecords+1)
+	}
+	for i := 1; i < len(due); i++ {
+		if due[i].at.Before(due[i-1].at) {
+			t.Fatalf("entry %d runs before entry %d", i, i-1)
+		}
+	}
+	if due[0].r != nil {
+		t.Fatal("the entry added beyond the bound holds its record")
+	}
+	if due[len(due)-1].r == nil {
+		t.Fatal("the first entry added does not hold its record")
+	}
+}

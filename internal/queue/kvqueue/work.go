@@ -100,7 +100,7 @@ func (q *Queue) refill(ctx context.Context) error {
 				return err
 			}
 			if _, ok := kinds[r.Kind]; ok {
-				q.idx.add(string(key), r)
+				q.idx.add(&entry{key: string(key), at: at, id: id})
 			} // else no worker in this process: it waits
 			return nil
 		})
@@ -130,14 +130,23 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 	err := q.update(ctx, func(tx store.Txn) error {
 		claimed = claimed[:0] // fn may run again
 		for _, e := range due {
-			_, err := tx.Get([]byte(e.key))
+			v, err := tx.Get([]byte(e.key))
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			r := *e.r
+			r, err := e.record(tx, v)
+			if errors.Is(err, queue.ErrNotFound) {
+				if err := tx.Delete([]byte(e.key)); err != nil { // its job is gone
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
 			r.State = queue.StateRunning
 			r.Attempt++
 			if err := tx.Delete([]byte(e.key)); err != nil {
@@ -146,10 +155,10 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 			if err := tx.Set(runningKey(r.ID), nil, 0); err != nil {
 				return err
 			}
-			if err := writeRecord(tx, &r, 0); err != nil {
+			if err := writeRecord(tx, r, 0); err != nil {
 				return err
 			}
-			claimed = append(claimed, &r)
+			claimed = append(claimed, r)
 		}
 		return nil
 	})
@@ -159,6 +168,16 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 	}
 	q.idx.forget(due)
 	return claimed, nil
+}
+
+// record is a copy of the record of a claimed entry: the one it holds,
+// or the one its waiting key's value v holds.
+func (e *entry) record(tx store.Txn, v []byte) (*record, error) {
+	if e.r != nil {
+		r := *e.r
+		return &r, nil
+	}
+	return waitingRecord(tx, e.id, v)
 }
 
 // waitingRecord is the record of a waiting job: the copy its waiting key
