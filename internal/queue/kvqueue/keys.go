@@ -11,8 +11,10 @@ import (
 // prefix it does not use:
 //
 //	w/j/<id>                -> the job's record (JSON)
-//	w/t/<run at>/<id>       -> "" while the job waits; <run at> is Unix
-//	                           nanoseconds, 20 digits, so keys sort by time
+//	w/t/<run at>/<id>       -> a copy of the record while the job waits
+//	                           ("" when written by an earlier version);
+//	                           <run at> is Unix nanoseconds, 20 digits, so
+//	                           keys sort by time
 //	w/r/<id>                -> "" while a worker runs it (what a start rescues)
 //	w/u/<kind>/<unique key> -> id of the job holding the key
 //

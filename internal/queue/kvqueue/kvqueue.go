@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,10 +60,14 @@ type Queue struct {
 	// never wait behind a commit that waits for the disk.
 	deferred *groupcommit.Group[*groupedWrite]
 	wake     chan struct{}
-	slots    chan struct{} // one token per running job
-	cancel   context.CancelFunc
-	loops    sync.WaitGroup // dispatcher and periodic loops
-	running  sync.WaitGroup // workers
+	idx      *waitingIndex
+	// unindexed says a job was enqueued in a caller's transaction
+	// (EnqueueTx): the dispatcher looks into the store for it.
+	unindexed atomic.Bool
+	slots     chan struct{} // one token per running job
+	cancel    context.CancelFunc
+	loops     sync.WaitGroup // dispatcher and periodic loops
+	running   sync.WaitGroup // workers
 	// workCtx is the workers' context: cancelled when Stop's ctx ends.
 	workCtx    context.Context
 	workCancel context.CancelFunc
@@ -79,6 +84,7 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 		kv: kv, o: o, logger: logger,
 		kinds: map[string]kind{},
 		wake:  make(chan struct{}, 1),
+		idx:   newWaitingIndex(),
 		slots: make(chan struct{}, o.Workers),
 
 		workCtx: workCtx, workCancel: workCancel,
@@ -209,7 +215,7 @@ func (q *Queue) rescue(ctx context.Context) error {
 			}
 			r.Rescued = true
 			r.LastError = "the process running the job stopped before it finished"
-			return q.settle(tx, r, time.Now())
+			return q.settle(tx, r, time.Now(), nil)
 		})
 		if err != nil {
 			return fmt.Errorf("rescuing job %s: %w", id, err)
@@ -223,17 +229,19 @@ func (q *Queue) rescue(ctx context.Context) error {
 
 // settle ends a failed or rescued attempt: the job waits for its next
 // attempt after the backoff, or is discarded after its last.
-func (q *Queue) settle(tx store.Txn, r *record, now time.Time) error {
+// A waiting job is added to w when w is not nil.
+func (q *Queue) settle(tx store.Txn, r *record, now time.Time, w *written) error {
 	if err := tx.Delete(runningKey(r.ID)); err != nil {
 		return err
 	}
 	if r.Attempt < r.MaxAttempts {
 		r.State = queue.StateAvailable
 		r.RunAt = now.Add(q.o.Backoff(r.Attempt))
-		if err := tx.Set(waitingKey(r.RunAt, r.ID), nil, 0); err != nil {
-			return err
+		wk, err := writeWaiting(tx, r)
+		if err == nil && w != nil {
+			*w = append(*w, kindEntry{r.Kind, &entry{key: wk, at: r.RunAt, id: r.ID, r: r}})
 		}
-		return writeRecord(tx, r, 0)
+		return err
 	}
 	r.State = queue.StateDiscarded
 	return q.finalize(tx, r, false)
@@ -271,6 +279,24 @@ func readRecord(tx store.Txn, id string) (*record, error) {
 	return r, nil
 }
 
+// writeWaiting stores a job that waits for its run: its record, and its
+// waiting key holding a copy of it, so that a claim finds the record in
+// the scan of the waiting keys instead of reading each job's key (while
+// a job waits its record does not change: a claim or a Cancel removes
+// the waiting key).
+// It returns the waiting key.
+func writeWaiting(tx store.Txn, r *record) (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	if err := tx.Set(jobKey(r.ID), b, 0); err != nil {
+		return "", err
+	}
+	wk := waitingKey(r.RunAt, r.ID)
+	return string(wk), tx.Set(wk, b, 0)
+}
+
 func writeRecord(tx store.Txn, r *record, ttl time.Duration) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -285,39 +311,75 @@ func (q *Queue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueued, error
 	if j.Deferred {
 		g = q.deferred
 	}
-	var res queue.Enqueued
+	var (
+		res queue.Enqueued
+		w   written
+	)
 	err := g.Do(ctx, &groupedWrite{ctx: ctx, fn: func(tx store.Txn) error {
+		w = w[:0]
 		var err error
-		res, err = q.EnqueueTx(ctx, tx, j)
+		res, err = q.enqueueTx(tx, j, &w)
 		return err
 	}})
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	q.index(w)
 	q.notify() // committed: the dispatcher finds it now
 	return res, nil
+}
+
+// written are the waiting jobs a transaction wrote (with their kinds),
+// indexed once it committed.
+type written []kindEntry
+
+type kindEntry struct {
+	kind string
+	e    *entry
+}
+
+// index adds committed waiting jobs of registered kinds to the
+// dispatcher's index.
+func (q *Queue) index(w written) {
+	q.mu.Lock()
+	kinds := q.kinds
+	q.mu.Unlock()
+	for _, ke := range w {
+		if _, ok := kinds[ke.kind]; ok {
+			q.idx.add(ke.e)
+		}
+	}
 }
 
 // EnqueueBatch implements queue.Queue: the jobs in one
 // transaction, grouped with concurrent writes.
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	var w written
 	err := q.update(ctx, func(tx store.Txn) error {
+		w = w[:0]
 		for _, j := range jobs {
-			if _, err := q.EnqueueTx(ctx, tx, j); err != nil {
+			if _, err := q.enqueueTx(tx, j, &w); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err == nil {
+		q.index(w)
 		q.notify()
 	}
 	return err
 }
 
 // EnqueueTx implements queue.Queue: tx is a transaction of the KV the
-// queue was made on.
+// queue was made on. The dispatcher finds the job at its next poll (it
+// does not know when tx commits).
 func (q *Queue) EnqueueTx(_ context.Context, tx store.Txn, j queue.Job) (queue.Enqueued, error) {
+	return q.enqueueTx(tx, j, nil)
+}
+
+// enqueueTx is EnqueueTx, adding the job written to w when w is not nil.
+func (q *Queue) enqueueTx(tx store.Txn, j queue.Job, w *written) (queue.Enqueued, error) {
 	if err := checkKind(j.Kind); err != nil {
 		return queue.Enqueued{}, err
 	}
@@ -340,10 +402,8 @@ func (q *Queue) EnqueueTx(_ context.Context, tx store.Txn, j queue.Job) (queue.E
 	if r.RunAt.IsZero() {
 		r.RunAt = time.Now()
 	}
-	if err := writeRecord(tx, r, 0); err != nil {
-		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
-	}
-	if err := tx.Set(waitingKey(r.RunAt, r.ID), nil, 0); err != nil {
+	wk, err := writeWaiting(tx, r)
+	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
 	}
 	if j.UniqueKey != "" {
@@ -351,9 +411,14 @@ func (q *Queue) EnqueueTx(_ context.Context, tx store.Txn, j queue.Job) (queue.E
 			return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
 		}
 	}
-	// Wake the dispatcher: after the commit it finds the job at once
-	// (before it, the next poll does).
-	q.notify()
+	if w != nil {
+		*w = append(*w, kindEntry{r.Kind, &entry{key: wk, at: r.RunAt, id: r.ID, r: r}})
+	} else {
+		// Wake the dispatcher: after the commit its next look into the
+		// store finds the job.
+		q.unindexed.Store(true)
+		q.notify()
+	}
 	return queue.Enqueued{ID: r.ID}, nil
 }
 
