@@ -71,15 +71,19 @@ func channelName(schema string) string {
 }
 
 // Subscribe implements store.ChangeFeed. The listening connection starts
-// with the first subscriber.
+// with the first subscriber, and Subscribe returns once its first attempt
+// has listened (or failed, at most listenPing later): the flush that
+// follows every LISTEN then happens while the Store is being built, not at
+// some moment after it began to answer.
 func (k *KV) Subscribe(changed func(topics []string)) {
 	k.feedMu.Lock()
-	defer k.feedMu.Unlock()
 	k.subscribers = append(k.subscribers, changed)
 	if len(k.subscribers) == 1 {
 		k.loops.Add(1)
 		go k.listenLoop(k.loopCtx)
 	}
+	k.feedMu.Unlock()
+	<-k.firstListen
 }
 
 // deliver hands topics to every subscriber.
@@ -95,9 +99,11 @@ func (k *KV) deliver(topics []string) {
 // listenLoop keeps a connection listening until ctx ends.
 func (k *KV) listenLoop(ctx context.Context) {
 	defer k.loops.Done()
+	defer k.markFirstListen()
 	backoff := minListenBackoff
 	for ctx.Err() == nil {
 		heard, err := k.listenRecovered(ctx)
+		k.markFirstListen()
 		if ctx.Err() != nil {
 			return
 		}
@@ -115,6 +121,11 @@ func (k *KV) listenLoop(ctx context.Context) {
 		}
 		backoff = min(2*backoff, maxListenBackoff)
 	}
+}
+
+// markFirstListen releases Subscribe's wait for the first attempt.
+func (k *KV) markFirstListen() {
+	k.firstListenOnce.Do(func() { close(k.firstListen) })
 }
 
 // listenRecovered is listen, with a panic turned into an error: the
@@ -156,6 +167,7 @@ func (k *KV) listen(ctx context.Context) (listening bool, err error) {
 	// Whatever was announced while no connection listened is lost.
 	k.deliver(nil)
 	k.listens.Add(1)
+	k.markFirstListen()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdle)
 		n, err := conn.WaitForNotification(wctx)

@@ -142,6 +142,10 @@ type KV struct {
 	feedMu       sync.Mutex
 	subscribers  []func(topics []string)
 	listens      atomic.Int64 // connections that reached LISTEN and flushed, for tests
+	// firstListen is closed when the first connection attempt has
+	// listened and flushed, or failed.
+	firstListen     chan struct{}
+	firstListenOnce sync.Once
 }
 
 // Open connects to PostgreSQL, creates or migrates the schema and starts
@@ -192,6 +196,7 @@ func open(ctx context.Context, o Options) (*KV, error) {
 		listenConfig: cfg.ConnConfig,
 		channel:      channelName(schema),
 		sender:       newSenderID(),
+		firstListen:  make(chan struct{}),
 	}
 	if k.sweepEvery = max(cmp.Or(o.SweepInterval, DefaultSweepInterval), 0); k.sweepEvery > 0 {
 		k.loops.Add(1)
