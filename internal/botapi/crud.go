@@ -172,27 +172,12 @@ func (a *API) searchBots(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 		a.writeStoreError(w, err)
 		return
 	}
-	bundle := fhir.NewSearchBundle(bots)
-	// FHIR requires an absolute fullUrl for a resource a server holds.
-	abs := fhirstore.BaseURL(r) + base
-	for i := range bundle.Entry {
-		bundle.Entry[i].FullURL = abs + "/Bot/" + bots[i].ID
-	}
-	fhir.WriteJSON(w, http.StatusOK, bundle)
+	fhirstore.WriteSearchset(w, r, base, bots)
 }
 
 // ownBot loads a bot of the caller's project, answering 404 otherwise.
 func (a *API) ownBot(w http.ResponseWriter, r *http.Request, id *oauth.Identity, botID string) (*store.Bot, bool) {
-	bot, err := store.GetInProject[store.Bot](r.Context(), a.o.Store, id.ProjectID, botID)
-	if errors.Is(err, store.ErrNotFound) {
-		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("Bot/%s not found", botID))
-		return nil, false
-	}
-	if err != nil {
-		a.writeStoreError(w, err)
-		return nil, false
-	}
-	return bot, true
+	return fhirstore.GetOwned[store.Bot](r.Context(), w, a.o.Store, id.ProjectID, "Bot", botID, a.o.Logger, botStoreOperation)
 }
 
 func requireAdmin(w http.ResponseWriter, id *oauth.Identity) bool {
@@ -226,6 +211,9 @@ func (a *API) readBot(w http.ResponseWriter, r *http.Request) (*store.Bot, bool)
 
 // writeStoreError maps a store error to an OperationOutcome; unexpected
 // errors are logged, not shown.
+// botStoreOperation names a failed store call in the log.
+const botStoreOperation = "bot store operation"
+
 func (a *API) writeStoreError(w http.ResponseWriter, err error) {
-	fhirstore.WriteError(w, err, a.o.Logger, "bot store operation")
+	fhirstore.WriteError(w, err, a.o.Logger, botStoreOperation)
 }

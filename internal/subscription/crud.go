@@ -158,26 +158,12 @@ func (s *Service) search(w http.ResponseWriter, r *http.Request, id *oauth.Ident
 			subs = append(subs, sub)
 		}
 	}
-	b := fhir.NewSearchBundle(subs)
-	abs := fhirstore.BaseURL(r) + base
-	for i := range b.Entry {
-		b.Entry[i].FullURL = abs + "/Subscription/" + subs[i].ID
-	}
-	fhir.WriteJSON(w, http.StatusOK, b)
+	fhirstore.WriteSearchset(w, r, base, subs)
 }
 
 // own loads a Subscription of the caller's project, answering 404 otherwise.
 func (s *Service) own(w http.ResponseWriter, r *http.Request, id *oauth.Identity, subID string) (*store.Subscription, bool) {
-	sub, err := store.GetInProject[store.Subscription](r.Context(), s.o.Store, id.ProjectID, subID)
-	if errors.Is(err, store.ErrNotFound) {
-		fhir.WriteOutcome(w, http.StatusNotFound, fmt.Sprintf("Subscription/%s not found", subID))
-		return nil, false
-	}
-	if err != nil {
-		s.writeStoreError(w, err)
-		return nil, false
-	}
-	return sub, true
+	return fhirstore.GetOwned[store.Subscription](r.Context(), w, s.o.Store, id.ProjectID, "Subscription", subID, s.o.Logger, subscriptionStoreOperation)
 }
 
 // readSubscription reads and checks a body: unknown fields, and anything
@@ -231,6 +217,9 @@ func writeSubscription(w http.ResponseWriter, status int, sub *store.Subscriptio
 	fhirstore.WriteResource(w, status, &out)
 }
 
+// subscriptionStoreOperation names a failed store call in the log.
+const subscriptionStoreOperation = "subscription store operation"
+
 func (s *Service) writeStoreError(w http.ResponseWriter, err error) {
-	fhirstore.WriteError(w, err, s.o.Logger, "subscription store operation")
+	fhirstore.WriteError(w, err, s.o.Logger, subscriptionStoreOperation)
 }

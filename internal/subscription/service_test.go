@@ -161,7 +161,7 @@ func TestSubscriptionResourceIsServedByTheGatewayAndChecked(t *testing.T) {
 	if status, body = f.do(t, "GET", "Subscription/"+created.ID+"/_history", ""); status != 200 || !strings.Contains(string(body), `"history"`) {
 		t.Fatalf("history: %d %s", status, body)
 	}
-	if status, body = f.do(t, "GET", "Subscription?status=active", ""); status != 200 || !strings.Contains(string(body), created.ID) {
+	if status, body = f.do(t, "GET", "Subscription?status=active", ""); status != 200 || !strings.Contains(string(body), `"fullUrl":"`+f.srv+"/Subscription/"+created.ID+`"`) {
 		t.Fatalf("search: %d %s", status, body)
 	}
 	if status, _ = f.do(t, "DELETE", "Subscription/"+created.ID, ""); status != 200 {
