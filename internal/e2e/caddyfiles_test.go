@@ -9,8 +9,14 @@ package e2e
 // alphaCaddyfile is a Caddyfile template whose global options hold the
 // admin endpoint, a Badger store in ./data, the issuer and project alpha
 // with the client alpha-app; records are the project's other lines
-// (users, bots, indented three tabs), sites the site blocks.
+// (clients, users, bots, indented three tabs), sites the site blocks.
 func alphaCaddyfile(records, sites string) string {
+	return alphaCaddyfileWith(records, "", sites)
+}
+
+// alphaCaddyfileWith is alphaCaddyfile with globals, more global option
+// blocks (such as layer4, indented one tab), after fhirgate's.
+func alphaCaddyfileWith(records, globals, sites string) string {
 	return `{
 	admin localhost:{{.Admin}}
 	skip_install_trust
@@ -23,7 +29,7 @@ func alphaCaddyfile(records, sites string) string {
 			}
 ` + records + `		}
 	}
-}
+` + globals + `}
 
 ` + sites
 }

@@ -15,6 +15,19 @@ import (
 	"github.com/fhirgate/fhirgate/internal/subscription/subscriptiontest"
 )
 
+// setEgress replaces project alpha's egress allow-list (the Project
+// record's egress) through the admin API.
+func (s *stack) setEgress(t *testing.T, egress map[string]any) {
+	t.Helper()
+	var p map[string]any
+	if err := json.Unmarshal(s.adminCall(t, "GET", "/fhirgate/Project/alpha", "").body, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["egress"] = egress
+	delete(p, "meta")
+	s.adminCall(t, "PUT", "/fhirgate/Project/alpha", mustJSON(t, p))
+}
+
 // TestEgressBotFetch runs, on the built Caddy with bots in worker processes, a bot whose
 // project's egress (set through the admin API) allows one loopback host: the bot reaches it,
 // is refused a host not on the list and a listed name that resolves to 127.0.0.1, and its
@@ -33,17 +46,7 @@ func TestEgressBotFetch(t *testing.T) {
 	port := host[strings.LastIndex(host, ":")+1:]
 
 	s := startStack(t, "")
-	setEgress := func(egress map[string]any) {
-		t.Helper()
-		var p map[string]any
-		if err := json.Unmarshal(s.adminCall(t, "GET", "/fhirgate/Project/alpha", "").body, &p); err != nil {
-			t.Fatal(err)
-		}
-		p["egress"] = egress
-		delete(p, "meta")
-		s.adminCall(t, "PUT", "/fhirgate/Project/alpha", mustJSON(t, p))
-	}
-	setEgress(map[string]any{"allowHttp": []string{host, "localhost:" + port}})
+	s.setEgress(t, map[string]any{"allowHttp": []string{host, "localhost:" + port}})
 
 	id := s.deployBot(t, "alpha", "fetcher", `export async function handler() {
   const failed = (u: string) => fetch(u).then(() => 'reached', (e: Error) => e.message);
@@ -83,7 +86,7 @@ func TestEgressBotFetch(t *testing.T) {
 		t.Errorf("AuditEvent without the fetch calls: %s", audit)
 	}
 
-	setEgress(map[string]any{"allowHttp": []string{"localhost:" + port}})
+	s.setEgress(t, map[string]any{"allowHttp": []string{"localhost:" + port}})
 	// The allowed fetch now rejects, which rejects Promise.all: the run is a 400 naming why.
 	r = do(t, "POST", s.gateway+"/fhir/R4/Bot/"+id+"/$execute", "application/json", `{}`, auth...)
 	if r.status != 400 || !strings.Contains(string(r.body), "egress to "+host+" refused: not on the project's egress allow-list") {
@@ -114,27 +117,16 @@ func TestEgressWebhooks(t *testing.T) {
 
 	be := subscriptiontest.NewFHIR(t)
 	s := startStackWith(t, subscriptionsCaddyfile(be.URL), "")
-	var p map[string]any
-	if err := json.Unmarshal(s.adminCall(t, "GET", "/fhirgate/Project/alpha", "").body, &p); err != nil {
-		t.Fatal(err)
-	}
-	delete(p, "meta")
-	p["egress"] = map[string]any{"allowHttp": []string{host, "localhost:" + port}}
-	s.adminCall(t, "PUT", "/fhirgate/Project/alpha", mustJSON(t, p))
+	s.setEgress(t, map[string]any{"allowHttp": []string{host, "localhost:" + port}})
 
-	alice := []string{"Authorization", "Bearer " + s.token(t, "alpha-app", "alice-token")}
+	token := s.token(t, "alpha-app", "alice-token")
+	alice := bearer(token)
 	fhirBase := s.gateway + "/fhir/R4"
 	const secret = "webhook-secret"
 	sub := func(endpoint string) string {
 		t.Helper()
-		r := do(t, "POST", fhirBase+"/Subscription", "application/fhir+json", `{"resourceType":"Subscription","status":"active","reason":"test","criteria":"Patient",`+
-			`"channel":{"type":"rest-hook","endpoint":"`+endpoint+`"},"extension":[`+
-			`{"url":"https://www.medplum.com/fhir/StructureDefinition/subscription-secret","valueString":"`+secret+`"},`+
-			`{"url":"https://medplum.com/fhir/StructureDefinition/subscription-max-attempts","valueInteger":1}]}`, alice...)
-		if r.status != 201 {
-			t.Fatalf("creating a Subscription: %d %s", r.status, r.body)
-		}
-		return r.json(t)["id"].(string)
+		return subscribe(t, s.gateway, token, "Patient", endpoint,
+			`{"url":"https://www.medplum.com/fhir/StructureDefinition/subscription-secret","valueString":"`+secret+`"}`, maxAttempts(1))
 	}
 	sub(receiver.URL + "/hook")
 	refused := sub(other.URL + "/hook")

@@ -21,17 +21,7 @@ type identityConfig struct {
 // identityCaddyfile: two bots with the same code, which writes what a
 // patient may not; an MLLP listener into the first; the gateway in front
 // of a recording backend.
-const identityCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			user pat@example.com {
+var identityCaddyfile = alphaCaddyfileWith(`			user pat@example.com {
 				profile Patient/p1
 			}
 			bot writer {
@@ -42,9 +32,7 @@ const identityCaddyfile = `{
 				identifier https://example.com/bots|writer-as-user
 				source {{.Testdata}}/identity_writer.ts
 			}
-		}
-	}
-	layer4 {
+`, `	layer4 {
 		127.0.0.1:{{.MLLP}} {
 			route {
 				fhirgate_mllp {
@@ -54,13 +42,11 @@ const identityCaddyfile = `{
 			}
 		}
 	}
-}
-
-http://localhost:{{.Gateway}} {
+`, `http://localhost:{{.Gateway}} {
 	fhirgate
 	reverse_proxy {{.Backend}}
 }
-`
+`)
 
 // setRunAsUser makes a bot run as its caller, through the admin API.
 func (s *stack) setRunAsUser(t *testing.T, botID string) {

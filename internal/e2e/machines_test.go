@@ -14,41 +14,17 @@ const machineSecret = "ci-secret-0123456789abcdef0123456789"
 
 // machineCaddyfile is the stack with a machine client (ci, an admin), Basic
 // on the gate and one path that keeps fhirgate tokens.
-const machineCaddyfile = `{
-	admin localhost:{{.Admin}}
-	skip_install_trust
-	fhirgate {
-		storage_dir ./data
-		issuer http://localhost:{{.Gateway}}
-		project alpha {
-			client alpha-app {
-				userinfo_url {{.IdP}}/userinfo
-			}
-			client ci {
-				secret ` + machineSecret + `
+var machineCaddyfile = alphaCaddyfile(`			client ci {
+				secret `+machineSecret+`
 				admin
 			}
-			user alice@example.com {
-				profile Practitioner/alice
-				admin
-			}
-			bot echo {
+`+aliceAdmin+`			bot echo {
 				identifier https://example.com/bots|echo
 				source {{.Testdata}}/echo.ts
 			}
-		}
-	}
-}
-
-http://localhost:{{.Gateway}} {
-	fhirgate {
-		fhir_base /fhir/R4
-		basic_auth on
+`, fhirSite(`		basic_auth on
 		token_passthrough /verified/*
-	}
-	reverse_proxy {{.Backend}}
-}
-`
+`))
 
 // TestMedplumCLISignsInByItself: the real @medplum/cli on Node 22 signs in
 // with client_credentials (login --auth-type client-credentials, and the

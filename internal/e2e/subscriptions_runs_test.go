@@ -18,16 +18,29 @@ import (
 // write each other's criteria, a trigger that survives kill -9, and two
 // replicas on one PostgreSQL running each trigger once.
 
-// subscribeBot creates an active Subscription of criteria for botID
-// through the gateway, as the token's holder, and returns its id.
-func subscribeBot(t *testing.T, gateway, token, criteria, botID string) string {
+// subscribe creates an active rest-hook Subscription of criteria to
+// endpoint (Bot/{id} or a URL), with extensions (JSON objects), through
+// the gateway, as the token's holder, and returns its id.
+func subscribe(t *testing.T, gateway, token, criteria, endpoint string, extensions ...string) string {
 	t.Helper()
+	ext := ""
+	if len(extensions) > 0 {
+		ext = `,"extension":[` + strings.Join(extensions, ",") + `]`
+	}
 	r := do(t, "POST", gateway+"/fhir/R4/Subscription", "application/fhir+json",
-		`{"resourceType":"Subscription","status":"active","reason":"test","criteria":"`+criteria+`","channel":{"type":"rest-hook","endpoint":"Bot/`+botID+`"}}`, bearer(token)...)
+		`{"resourceType":"Subscription","status":"active","reason":"test","criteria":"`+criteria+`",`+
+			`"channel":{"type":"rest-hook","endpoint":"`+endpoint+`"}`+ext+`}`, bearer(token)...)
 	if r.status != 201 {
 		t.Fatalf("creating a Subscription on %s: %d %s", criteria, r.status, r.body)
 	}
 	return r.json(t)["id"].(string)
+}
+
+// subscribeBot creates an active Subscription of criteria for botID
+// through the gateway, as the token's holder, and returns its id.
+func subscribeBot(t *testing.T, gateway, token, criteria, botID string) string {
+	t.Helper()
+	return subscribe(t, gateway, token, criteria, "Bot/"+botID)
 }
 
 // auditResources are the resources of the AuditEvents the admin API lists
