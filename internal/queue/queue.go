@@ -20,7 +20,11 @@
 //     Delivery says Rescued) once the lease — the kind's Timeout, at least
 //     Options.RescueAfter — has run out (PostgreSQL), or as soon as the
 //     queue starts again (Badger, where a start means the previous process
-//     is gone). A job that must not run twice checks Rescued.
+//     is gone). A job that must not run twice checks Rescued. A job's
+//     outcome, once Get reports it, survives a crash of the process; on
+//     Badger a crash of the machine within about one disk sync after it
+//     can run the job again (the queue's claims and outcomes do not wait
+//     for the disk).
 //   - Unique: a job with a unique key is not enqueued while another job of
 //     the same kind and key is waiting, running or completed within the
 //     retention (a discarded or cancelled one frees the key).

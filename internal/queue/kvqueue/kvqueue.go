@@ -3,7 +3,9 @@
 // store open. Every state change is one KV transaction, so a job
 // acknowledged by Enqueue survives kill -9, and one a worker was running
 // when the process died is rescued when the queue starts again: its
-// process is gone (Badger locks its directory to one process).
+// process is gone (Badger locks its directory to one process). Claims and
+// outcomes are committed without waiting for the disk (updateUnsynced):
+// only a crash of the machine can lose one, and the job then runs again.
 package kvqueue
 
 import (
@@ -56,8 +58,9 @@ type Queue struct {
 	started  bool
 
 	group *groupcommit.Group[*groupedWrite]
-	// deferred groups the Deferred jobs' Enqueues apart, so that they
-	// never wait behind a commit that waits for the disk.
+	// deferred groups the writes that do not wait for the disk (Deferred
+	// Enqueues, claims, outcomes: updateUnsynced) apart, so that they
+	// never wait behind a commit that does.
 	deferred *groupcommit.Group[*groupedWrite]
 	wake     chan struct{}
 	idx      *waitingIndex
