@@ -355,10 +355,15 @@ func (q *Queue) index(w written) {
 }
 
 // EnqueueBatch implements queue.Queue: the jobs in one
-// transaction, grouped with concurrent writes.
+// transaction, grouped with concurrent writes (with the unsynced ones
+// when every job is Deferred).
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	update := q.update
+	if queue.BatchDeferred(jobs) {
+		update = q.updateUnsynced
+	}
 	var w written
-	err := q.update(ctx, func(tx store.Txn) error {
+	err := update(ctx, func(tx store.Txn) error {
 		w = w[:0]
 		for _, j := range jobs {
 			if _, err := q.enqueueTx(tx, j, &w); err != nil {

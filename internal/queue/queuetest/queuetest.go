@@ -484,9 +484,9 @@ func checkTicks(t *testing.T, rec *recorder, n int) {
 }
 
 // crash: a child enqueues a job due later (acknowledged), one Deferred,
-// runs one to completion, and starts another that it runs; it is killed
+// a Deferred batch of one, runs one to completion, and starts another that it runs; it is killed
 // with SIGKILL while running it. Then a queue in this process runs the
-// first two, the running one again, rescued, and not the completed one:
+// first three, the running one again, rescued, and not the completed one:
 // a claim and an outcome survive the process (kvqueue commits them
 // without waiting for the disk).
 func crash(t *testing.T, b Backend) {
@@ -514,7 +514,7 @@ func crash(t *testing.T, b Backend) {
 			break
 		}
 	}
-	if ids["durable"] == "" || ids["deferred"] == "" || ids["completed"] == "" || ids["running"] == "" {
+	if ids["durable"] == "" || ids["deferred"] == "" || ids["batch"] == "" || ids["completed"] == "" || ids["running"] == "" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("the child did not report its jobs: %v", ids)
@@ -527,14 +527,14 @@ func crash(t *testing.T, b Backend) {
 	s.Reopen(t)
 	q := s.Open(t, fast())
 	rec := newRecorder()
-	for _, k := range []string{"durable", "deferred", "done", "crashing"} {
+	for _, k := range []string{"durable", "deferred", "batch", "done", "crashing"} {
 		if err := q.Register(k, rec.worker(nil), queue.KindOptions{Timeout: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start(t, q)
 	got := map[string]queue.Delivery{}
-	for len(got) < 3 {
+	for len(got) < 4 {
 		d := rec.next(t)
 		got[d.Kind] = d
 	}
@@ -543,6 +543,9 @@ func crash(t *testing.T, b Backend) {
 	}
 	if d := got["deferred"]; d.ID != ids["deferred"] || d.Attempt != 1 || d.Rescued {
 		t.Fatalf("acknowledged deferred job delivered as %+v, want %s at attempt 1", d, ids["deferred"])
+	}
+	if d := got["batch"]; !jsonEqual(d.Args, `"`+ids["batch"]+`"`) || d.Attempt != 1 || d.Rescued {
+		t.Fatalf("acknowledged deferred batch's job delivered as %+v, want args %q at attempt 1", d, ids["batch"])
 	}
 	if d := got["crashing"]; d.ID != ids["running"] || d.Attempt != 2 || !d.Rescued {
 		t.Fatalf("crashed job delivered as %+v, want %s rescued at attempt 2", d, ids["running"])
@@ -594,6 +597,11 @@ func child(b Backend) error {
 		return err
 	}
 	fmt.Println("deferred", deferred.ID)
+	batch := []queue.Job{{Kind: "batch", Args: json.RawMessage(`"b1"`), RunAt: time.Now().Add(3 * time.Second), Deferred: true}}
+	if err := q.EnqueueBatch(ctx, batch); err != nil {
+		return err
+	}
+	fmt.Println("batch", "b1")
 	completed, err := q.Enqueue(ctx, queue.Job{Kind: "done"})
 	if err != nil {
 		return err
