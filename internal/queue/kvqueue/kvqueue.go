@@ -251,8 +251,12 @@ func (q *Queue) settle(tx store.Txn, r *record, now time.Time, w *written) error
 }
 
 // finalize stores a finished job for the retention; a completed one keeps
-// its unique key as long, a discarded or cancelled one frees it.
+// its unique key as long, a discarded or cancelled one frees it. Its
+// payload is not kept: nothing reads a finished job's (Get does not
+// report it), and for a Subscription delivery it is the resource, which
+// would be written once more per job.
 func (q *Queue) finalize(tx store.Txn, r *record, keepUnique bool) error {
+	r.Args = nil
 	if r.UniqueKey != "" {
 		var err error
 		if keepUnique {
