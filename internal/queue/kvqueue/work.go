@@ -57,7 +57,7 @@ func (q *Queue) dispatch(ctx context.Context) error {
 		for _, r := range claimed {
 			q.slots <- struct{}{}
 			q.running.Add(1)
-			go q.run(r)
+			q.claimed <- r // never blocks: it has room for every slot
 		}
 		if len(claimed) == 0 && !q.idx.hasDue(time.Now()) {
 			return nil // (a claim that found its jobs gone takes the next)
@@ -192,6 +192,13 @@ func waitingRecord(tx store.Txn, id string, value []byte) (*record, error) {
 		return nil, fmt.Errorf("decoding waiting job %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// work runs the jobs the dispatcher claims until Stop.
+func (q *Queue) work() {
+	for r := range q.claimed {
+		q.run(r)
+	}
 }
 
 // run runs one attempt and records its outcome.
