@@ -34,17 +34,15 @@ func (q *Queue) update(ctx context.Context, fn func(store.Txn) error) error {
 // wait for the disk: committed, it survives the process dying (kill -9),
 // and a crash of the machine before the store's next sync only makes a
 // job run again (or once more), which at-least-once delivery allows.
-// Sharing the Deferred Enqueues' group, it also shares their
-// transactions. On a KV without UpdateDeferred it is update.
+// On a KV without UpdateDeferred it is update.
 func (q *Queue) updateUnsynced(ctx context.Context, fn func(store.Txn) error) error {
-	return q.deferred.Do(ctx, &groupedWrite{ctx: ctx, fn: fn})
+	return q.unsynced.Do(ctx, &groupedWrite{ctx: ctx, fn: fn})
 }
 
 // commitGroup writes a group in one transaction with update (KV.Update,
-// or UpdateDeferred for the group of Deferred Enqueues, claims and
-// outcomes). If it fails (one
-// write fails, or the group is too large), each write is retried on its
-// own so that only a failing one fails.
+// or UpdateDeferred for the groups of Deferred Enqueues and of claims
+// and outcomes). If it fails (one write fails, or the group is too large),
+// each write is retried on its own so that only a failing one fails.
 func commitGroup(batch []*groupedWrite, update func(context.Context, func(store.Txn) error) error) []error {
 	errs := make([]error, len(batch))
 	if len(batch) > 1 {

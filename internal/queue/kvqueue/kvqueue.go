@@ -58,10 +58,13 @@ type Queue struct {
 	started  bool
 
 	group *groupcommit.Group[*groupedWrite]
-	// deferred groups the writes that do not wait for the disk (Deferred
-	// Enqueues, claims, outcomes: updateUnsynced) apart, so that they
-	// never wait behind a commit that does.
+	// deferred groups the Deferred jobs' Enqueues apart, so that they
+	// (a write's answer waits for its trigger's) never wait behind a
+	// commit that waits for the disk, nor behind the queue's bookkeeping.
 	deferred *groupcommit.Group[*groupedWrite]
+	// unsynced groups the other writes that do not wait for the disk:
+	// claims, outcomes, Deferred batches (updateUnsynced).
+	unsynced *groupcommit.Group[*groupedWrite]
 	wake     chan struct{}
 	idx      *waitingIndex
 	// unindexed says a job was enqueued in a caller's transaction
@@ -101,11 +104,13 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 	q.group = groupcommit.New(maxGroup, func(batch []*groupedWrite) []error {
 		return commitGroup(batch, kv.Update)
 	})
-	q.deferred = q.group
+	q.deferred, q.unsynced = q.group, q.group
 	if du, ok := kv.(store.DeferredUpdater); ok {
-		q.deferred = groupcommit.New(maxGroup, func(batch []*groupedWrite) []error {
+		commit := func(batch []*groupedWrite) []error {
 			return commitGroup(batch, du.UpdateDeferred)
-		})
+		}
+		q.deferred = groupcommit.New(maxGroup, commit)
+		q.unsynced = groupcommit.New(maxGroup, commit)
 	}
 	return q
 }
