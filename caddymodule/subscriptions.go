@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
@@ -32,14 +31,13 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 		},
 		// Webhooks reach only what each project's egress allow-list allows.
 		HTTPClients: app.Egress(),
-		// The AuditEvents of deliveries count as the project's bot records.
-		AuditRetention:   time.Duration(app.AuditRetention),
-		AuditQuota:       app.ProjectBotRecordsMax,
-		AuditDiskReserve: uint64(max(app.BotRecordsDiskReserve, 0)),
-		SyncTriggers:     h.SubscriptionDurability == durabilitySync,
-		Logger:           h.logger.Named("subscriptions"),
-		Observe:          observeSubscription,
-		ObserveLag:       observeSubscriptionLag,
+		// The AuditEvents of deliveries count as the project's bot
+		// records, written by the bots' batched writer.
+		Audit:        h.bots.API,
+		SyncTriggers: h.SubscriptionDurability == durabilitySync,
+		Logger:       h.logger.Named("subscriptions"),
+		Observe:      observeSubscription,
+		ObserveLag:   observeSubscriptionLag,
 	})
 	if err != nil {
 		return err

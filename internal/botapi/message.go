@@ -74,3 +74,13 @@ func (a *API) RunMessage(ctx context.Context, m Message) (*botrunner.Result, err
 	}
 	return a.runBot(ctx, call)
 }
+
+// RecordAudit stores an AuditEvent about a run that did not happen or a
+// message that was not a run (a Subscription's webhook delivery, a bot
+// its trigger chain stopped) the way a run's own is stored: queued for
+// the background writer, many per transaction, kept for the audit
+// retention within the project's bot records quota. A refused event is
+// logged instead.
+func (a *API) RecordAudit(ev *store.AuditEvent) {
+	a.audit.record(ev)
+}

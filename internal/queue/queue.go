@@ -20,7 +20,11 @@
 //     Delivery says Rescued) once the lease — the kind's Timeout, at least
 //     Options.RescueAfter — has run out (PostgreSQL), or as soon as the
 //     queue starts again (Badger, where a start means the previous process
-//     is gone). A job that must not run twice checks Rescued.
+//     is gone). A job that must not run twice checks Rescued. A job's
+//     outcome, once Get reports it, survives a crash of the process; on
+//     Badger a crash of the machine within about one disk sync after it
+//     can run the job again (the queue's claims and outcomes do not wait
+//     for the disk).
 //   - Unique: a job with a unique key is not enqueued while another job of
 //     the same kind and key is waiting, running or completed within the
 //     retention (a discarded or cancelled one frees the key).
@@ -91,8 +95,20 @@ type Job struct {
 	// window after the return can lose it — about one disk sync on Badger,
 	// three times wal_writer_delay on PostgreSQL. The Subscription
 	// engine's triggers use it, so that a write's answer does not wait for
-	// the disk. Only Enqueue honours it.
+	// the disk. Enqueue honours it, and EnqueueBatch when every job of
+	// the batch has it (BatchDeferred).
 	Deferred bool
+}
+
+// BatchDeferred tells whether EnqueueBatch may commit jobs without
+// waiting for the disk: every one of them is Deferred.
+func BatchDeferred(jobs []Job) bool {
+	for _, j := range jobs {
+		if !j.Deferred {
+			return false
+		}
+	}
+	return len(jobs) > 0
 }
 
 // Enqueued is the outcome of an Enqueue.
@@ -189,8 +205,9 @@ type Queue interface {
 	// store transaction of EnqueueTx calls (on Badger it is shared with
 	// concurrent enqueues, each transaction costing a sync of the
 	// write-ahead log; on PostgreSQL it is one INSERT). A nil error means
-	// all are durable; an error, none. A unique key repeated in the batch
-	// is inserted once.
+	// all are durable (committed and soon durable when every job is
+	// Deferred); an error, none. A unique key repeated in the batch is
+	// inserted once.
 	EnqueueBatch(ctx context.Context, jobs []Job) error
 	// EnqueueTx inserts a job in tx, a transaction of the store's KV that
 	// the queue was opened on: the job exists exactly if tx commits.

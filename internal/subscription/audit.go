@@ -23,6 +23,10 @@ func (s *Service) audit(ctx context.Context, sub *store.Subscription, a *deliver
 		},
 	}
 	ev.Meta.Project = sub.Meta.Project
+	if s.o.Audit != nil {
+		s.o.Audit.RecordAudit(ev)
+		return
+	}
 	if err := s.o.Store.Create(ctx, ev, store.PutOptions{TTL: s.o.AuditRetention, ProjectQuota: s.o.AuditQuota, DiskReserve: s.o.AuditDiskReserve}); err != nil {
 		s.o.Logger.Warn("subscription audit event not stored", zap.String("subscription", sub.ID),
 			zap.String("outcome", outcome), zap.String("description", desc), zap.Error(err))

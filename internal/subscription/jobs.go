@@ -148,7 +148,10 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 				attempts = botDeliverAttempts
 			}
 			key := fmt.Sprintf("%s|%s|%s|%s|%s", r.ID, c.Interaction, c.Ref(), c.Version, a.Route)
-			jobs = append(jobs, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts})
+			// Deferred: the trigger completes after this commit, so a
+			// crash of the machine that loses the deliveries loses its
+			// outcome too, and it runs again.
+			jobs = append(jobs, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts, Deferred: true})
 		}
 	}
 	return s.enqueueAll(ctx, jobs)
@@ -158,9 +161,8 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 // transaction has a size limit; a transaction bundle can match many).
 const enqueueBatch = 64
 
-// enqueueAll enqueues jobs in commits of up to enqueueBatch: one durable
-// commit for the deliveries of a write instead of one each, which is what
-// bounds the engine's rate when commits wait for the disk. A retry after
+// enqueueAll enqueues jobs in commits of up to enqueueBatch: one commit
+// for the deliveries of a write instead of one each. A retry after
 // a partial failure enqueues the rest (the keys are unique).
 func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
 	for chunk := range slices.Chunk(jobs, enqueueBatch) {

@@ -49,6 +49,12 @@ type BotRunner interface {
 	RunMessage(ctx context.Context, m botapi.Message) (*botrunner.Result, error)
 }
 
+// AuditRecorder stores AuditEvents in the background, batched
+// (botapi.API's writer, which a bot run's own AuditEvent goes through).
+type AuditRecorder interface {
+	RecordAudit(ev *store.AuditEvent)
+}
+
 // Options configures a Service. Store, Queue and Bots are required.
 type Options struct {
 	Store *store.Store
@@ -76,7 +82,13 @@ type Options struct {
 	// botapi.DefaultProjectRecordsMax and botapi.DefaultRecordsDiskReserve.
 	AuditQuota       int64
 	AuditDiskReserve uint64
-	Logger           *zap.Logger
+	// Audit, when set, records the delivery AuditEvents (webhooks, bots
+	// that did not run) in the background, many per store transaction,
+	// as bot runs' are; it then applies its own retention and bounds
+	// instead of the three above. Nil writes each in a store transaction
+	// of its own before the delivery ends.
+	Audit  AuditRecorder
+	Logger *zap.Logger
 	// Observe counts events: "queued", "delivered", "failed", "retried",
 	// "dropped", "lost".
 	Observe func(event string)

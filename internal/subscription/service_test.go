@@ -97,7 +97,13 @@ func TestFailingWebhookIsRetriedToMaxAttemptsThenSwitchedOff(t *testing.T) {
 	if h.count() != 2 || !strings.Contains(got.Error, "503") {
 		t.Fatalf("%d attempts, error %q", h.count(), got.Error)
 	}
-	// Off: the next write delivers nothing.
+	// Off: the next write delivers nothing. The store shows "off" from
+	// its commit, a moment before the switch-off's Put returns and the
+	// engine's rule cache learns of it (the store counts the change).
+	eventually(t, "the engine to know it is off", func() bool {
+		sub, _, err := f.svc.rules.subscription(context.Background(), f.project, s.ID)
+		return err == nil && sub == nil
+	})
 	f.do(t, "POST", "Patient", `{"resourceType":"Patient"}`)
 	time.Sleep(300 * time.Millisecond)
 	if h.count() != 2 {

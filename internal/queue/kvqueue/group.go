@@ -29,10 +29,20 @@ func (q *Queue) update(ctx context.Context, fn func(store.Txn) error) error {
 	return q.group.Do(ctx, &groupedWrite{ctx: ctx, fn: fn})
 }
 
+// updateUnsynced is update for the queue's own bookkeeping — a claim, a
+// job's outcome, the removal of a gone job's waiting key — which need not
+// wait for the disk: committed, it survives the process dying (kill -9),
+// and a crash of the machine before the store's next sync only makes a
+// job run again (or once more), which at-least-once delivery allows.
+// On a KV without UpdateDeferred it is update.
+func (q *Queue) updateUnsynced(ctx context.Context, fn func(store.Txn) error) error {
+	return q.unsynced.Do(ctx, &groupedWrite{ctx: ctx, fn: fn})
+}
+
 // commitGroup writes a group in one transaction with update (KV.Update,
-// or UpdateDeferred for the group of Deferred Enqueues). If it fails (one
-// write fails, or the group is too large), each write is retried on its
-// own so that only a failing one fails.
+// or UpdateDeferred for the groups of Deferred Enqueues and of claims
+// and outcomes). If it fails (one write fails, or the group is too large),
+// each write is retried on its own so that only a failing one fails.
 func commitGroup(batch []*groupedWrite, update func(context.Context, func(store.Txn) error) error) []error {
 	errs := make([]error, len(batch))
 	if len(batch) > 1 {

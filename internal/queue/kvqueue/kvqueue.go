@@ -3,7 +3,9 @@
 // store open. Every state change is one KV transaction, so a job
 // acknowledged by Enqueue survives kill -9, and one a worker was running
 // when the process died is rescued when the queue starts again: its
-// process is gone (Badger locks its directory to one process).
+// process is gone (Badger locks its directory to one process). Claims and
+// outcomes are committed without waiting for the disk (updateUnsynced):
+// only a crash of the machine can lose one, and the job then runs again.
 package kvqueue
 
 import (
@@ -57,17 +59,26 @@ type Queue struct {
 
 	group *groupcommit.Group[*groupedWrite]
 	// deferred groups the Deferred jobs' Enqueues apart, so that they
-	// never wait behind a commit that waits for the disk.
+	// (a write's answer waits for its trigger's) never wait behind a
+	// commit that waits for the disk, nor behind the queue's bookkeeping.
 	deferred *groupcommit.Group[*groupedWrite]
+	// unsynced groups the other writes that do not wait for the disk:
+	// claims, outcomes, Deferred batches (updateUnsynced).
+	unsynced *groupcommit.Group[*groupedWrite]
 	wake     chan struct{}
 	idx      *waitingIndex
 	// unindexed says a job was enqueued in a caller's transaction
 	// (EnqueueTx): the dispatcher looks into the store for it.
 	unindexed atomic.Bool
 	slots     chan struct{} // one token per running job
-	cancel    context.CancelFunc
-	loops     sync.WaitGroup // dispatcher and periodic loops
-	running   sync.WaitGroup // workers
+	// claimed hands the dispatcher's jobs to the workers: Workers
+	// goroutines that live from Start to Stop. A goroutine per job grew
+	// its stack anew for each (a tenth of BenchmarkDeliveryPath's CPU).
+	claimed  chan *record
+	stopWork sync.Once
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup // dispatcher and periodic loops
+	running  sync.WaitGroup // workers
 	// workCtx is the workers' context: cancelled when Stop's ctx ends.
 	workCtx    context.Context
 	workCancel context.CancelFunc
@@ -82,21 +93,24 @@ func New(kv store.KV, o queue.Options, logger *zap.Logger) *Queue {
 	workCtx, workCancel := context.WithCancel(context.Background())
 	q := &Queue{
 		kv: kv, o: o, logger: logger,
-		kinds: map[string]kind{},
-		wake:  make(chan struct{}, 1),
-		idx:   newWaitingIndex(),
-		slots: make(chan struct{}, o.Workers),
+		kinds:   map[string]kind{},
+		wake:    make(chan struct{}, 1),
+		idx:     newWaitingIndex(),
+		slots:   make(chan struct{}, o.Workers),
+		claimed: make(chan *record, o.Workers),
 
 		workCtx: workCtx, workCancel: workCancel,
 	}
 	q.group = groupcommit.New(maxGroup, func(batch []*groupedWrite) []error {
 		return commitGroup(batch, kv.Update)
 	})
-	q.deferred = q.group
+	q.deferred, q.unsynced = q.group, q.group
 	if du, ok := kv.(store.DeferredUpdater); ok {
-		q.deferred = groupcommit.New(maxGroup, func(batch []*groupedWrite) []error {
+		commit := func(batch []*groupedWrite) []error {
 			return commitGroup(batch, du.UpdateDeferred)
-		})
+		}
+		q.deferred = groupcommit.New(maxGroup, commit)
+		q.unsynced = groupcommit.New(maxGroup, commit)
 	}
 	return q
 }
@@ -158,6 +172,9 @@ func (q *Queue) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(context.Background())
 	q.cancel = cancel
 	q.loops.Add(1 + len(q.periodic))
+	for range q.o.Workers {
+		go q.work()
+	}
 	go q.dispatchLoop(loopCtx)
 	for _, p := range q.periodic {
 		go q.periodicLoop(loopCtx, p)
@@ -175,6 +192,9 @@ func (q *Queue) Stop(ctx context.Context) error {
 	}
 	cancel()
 	q.loops.Wait()
+	// The dispatcher is gone: the workers end once they ran what it
+	// handed them.
+	q.stopWork.Do(func() { close(q.claimed) })
 	done := make(chan struct{})
 	go func() {
 		q.running.Wait()
@@ -248,8 +268,12 @@ func (q *Queue) settle(tx store.Txn, r *record, now time.Time, w *written) error
 }
 
 // finalize stores a finished job for the retention; a completed one keeps
-// its unique key as long, a discarded or cancelled one frees it.
+// its unique key as long, a discarded or cancelled one frees it. Its
+// payload is not kept: nothing reads a finished job's (Get does not
+// report it), and for a Subscription delivery it is the resource, which
+// would be written once more per job.
 func (q *Queue) finalize(tx store.Txn, r *record, keepUnique bool) error {
+	r.Args = nil
 	if r.UniqueKey != "" {
 		var err error
 		if keepUnique {
@@ -352,10 +376,15 @@ func (q *Queue) index(w written) {
 }
 
 // EnqueueBatch implements queue.Queue: the jobs in one
-// transaction, grouped with concurrent writes.
+// transaction, grouped with concurrent writes (with the unsynced ones
+// when every job is Deferred).
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	update := q.update
+	if queue.BatchDeferred(jobs) {
+		update = q.updateUnsynced
+	}
 	var w written
-	err := q.update(ctx, func(tx store.Txn) error {
+	err := update(ctx, func(tx store.Txn) error {
 		w = w[:0]
 		for _, j := range jobs {
 			if _, err := q.enqueueTx(tx, j, &w); err != nil {

@@ -57,7 +57,7 @@ func (q *Queue) dispatch(ctx context.Context) error {
 		for _, r := range claimed {
 			q.slots <- struct{}{}
 			q.running.Add(1)
-			go q.run(r)
+			q.claimed <- r // never blocks: it has room for every slot
 		}
 		if len(claimed) == 0 && !q.idx.hasDue(time.Now()) {
 			return nil // (a claim that found its jobs gone takes the next)
@@ -108,7 +108,7 @@ func (q *Queue) refill(ctx context.Context) error {
 	if err != nil || len(gone) == 0 {
 		return err
 	}
-	return q.update(ctx, func(tx store.Txn) error {
+	return q.updateUnsynced(ctx, func(tx store.Txn) error {
 		for _, k := range gone {
 			if err := tx.Delete(k); err != nil {
 				return err
@@ -127,7 +127,7 @@ func (q *Queue) claim(ctx context.Context, n int) ([]*record, error) {
 		return nil, nil
 	}
 	var claimed []*record
-	err := q.update(ctx, func(tx store.Txn) error {
+	err := q.updateUnsynced(ctx, func(tx store.Txn) error {
 		claimed = claimed[:0] // fn may run again
 		for _, e := range due {
 			v, err := tx.Get([]byte(e.key))
@@ -194,6 +194,13 @@ func waitingRecord(tx store.Txn, id string, value []byte) (*record, error) {
 	return r, nil
 }
 
+// work runs the jobs the dispatcher claims until Stop.
+func (q *Queue) work() {
+	for r := range q.claimed {
+		q.run(r)
+	}
+}
+
 // run runs one attempt and records its outcome.
 func (q *Queue) run(r *record) {
 	defer q.running.Done()
@@ -215,7 +222,7 @@ func (q *Queue) run(r *record) {
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	var retry written
-	werr := q.update(wctx, func(tx store.Txn) error {
+	werr := q.updateUnsynced(wctx, func(tx store.Txn) error {
 		retry = retry[:0]
 		// The record is the one claimed: while its running key exists
 		// nothing else writes it (Cancel refuses a running job, a rescue

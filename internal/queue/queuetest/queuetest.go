@@ -483,10 +483,12 @@ func checkTicks(t *testing.T, rec *recorder, n int) {
 	}
 }
 
-// crash: a child enqueues a job due later (acknowledged), one Deferred, and starts
-// another that it runs; it is killed with SIGKILL while running
-// it. Then a queue in this process runs the first, and the second again,
-// rescued.
+// crash: a child enqueues a job due later (acknowledged), one Deferred,
+// a Deferred batch of one, runs one to completion, and starts another that it runs; it is killed
+// with SIGKILL while running it. Then a queue in this process runs the
+// first three, the running one again, rescued, and not the completed one:
+// a claim and an outcome survive the process (kvqueue commits them
+// without waiting for the disk).
 func crash(t *testing.T, b Backend) {
 	s := b.NewStore(t)
 	s.Close(t)
@@ -512,7 +514,7 @@ func crash(t *testing.T, b Backend) {
 			break
 		}
 	}
-	if ids["durable"] == "" || ids["deferred"] == "" || ids["running"] == "" {
+	if ids["durable"] == "" || ids["deferred"] == "" || ids["batch"] == "" || ids["completed"] == "" || ids["running"] == "" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("the child did not report its jobs: %v", ids)
@@ -525,14 +527,14 @@ func crash(t *testing.T, b Backend) {
 	s.Reopen(t)
 	q := s.Open(t, fast())
 	rec := newRecorder()
-	for _, k := range []string{"durable", "deferred", "crashing"} {
+	for _, k := range []string{"durable", "deferred", "batch", "done", "crashing"} {
 		if err := q.Register(k, rec.worker(nil), queue.KindOptions{Timeout: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start(t, q)
 	got := map[string]queue.Delivery{}
-	for len(got) < 3 {
+	for len(got) < 4 {
 		d := rec.next(t)
 		got[d.Kind] = d
 	}
@@ -542,8 +544,19 @@ func crash(t *testing.T, b Backend) {
 	if d := got["deferred"]; d.ID != ids["deferred"] || d.Attempt != 1 || d.Rescued {
 		t.Fatalf("acknowledged deferred job delivered as %+v, want %s at attempt 1", d, ids["deferred"])
 	}
+	if d := got["batch"]; !jsonEqual(d.Args, `"`+ids["batch"]+`"`) || d.Attempt != 1 || d.Rescued {
+		t.Fatalf("acknowledged deferred batch's job delivered as %+v, want args %q at attempt 1", d, ids["batch"])
+	}
 	if d := got["crashing"]; d.ID != ids["running"] || d.Attempt != 2 || !d.Rescued {
 		t.Fatalf("crashed job delivered as %+v, want %s rescued at attempt 2", d, ids["running"])
+	}
+	// Rescued before the others ran (kvqueue at Start; River once the
+	// lease, shorter than the others' delay, ran out), it would be in got.
+	if d, ran := got["done"]; ran {
+		t.Fatalf("completed job delivered again as %+v", d)
+	}
+	if info, err := q.Get(context.Background(), ids["completed"]); err != nil || info.State != queue.StateCompleted {
+		t.Fatalf("completed job after the crash: %+v, %v; want completed", info, err)
 	}
 }
 
@@ -561,6 +574,14 @@ func child(b Backend) error {
 	if err := q.Register("crashing", block, queue.KindOptions{Timeout: time.Second, MaxAttempts: 3}); err != nil {
 		return err
 	}
+	done := make(chan struct{}, 1)
+	complete := func(context.Context, *queue.Delivery) error {
+		done <- struct{}{}
+		return nil
+	}
+	if err := q.Register("done", complete, queue.KindOptions{Timeout: time.Second, MaxAttempts: 3}); err != nil {
+		return err
+	}
 	ctx := context.Background()
 	// Due after the child is killed (it is as soon as it reports): on
 	// PostgreSQL a client fetches every kind, registered or not.
@@ -576,14 +597,47 @@ func child(b Backend) error {
 		return err
 	}
 	fmt.Println("deferred", deferred.ID)
-	if _, err := q.Enqueue(ctx, queue.Job{Kind: "crashing"}); err != nil {
+	batch := []queue.Job{{Kind: "batch", Args: json.RawMessage(`"b1"`), RunAt: time.Now().Add(3 * time.Second), Deferred: true}}
+	if err := q.EnqueueBatch(ctx, batch); err != nil {
+		return err
+	}
+	fmt.Println("batch", "b1")
+	completed, err := q.Enqueue(ctx, queue.Job{Kind: "done"})
+	if err != nil {
 		return err
 	}
 	if err := q.Start(ctx); err != nil {
 		return err
 	}
+	<-done
+	if err := waitCompleted(ctx, q, completed.ID); err != nil {
+		return err
+	}
+	fmt.Println("completed", completed.ID)
+	if _, err := q.Enqueue(ctx, queue.Job{Kind: "crashing"}); err != nil {
+		return err
+	}
 	fmt.Println("running", <-running)
 	select {}
+}
+
+// waitCompleted polls until Get reports the job completed (River records
+// an outcome shortly after its worker returns).
+func waitCompleted(ctx context.Context, q queue.Queue, id string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, err := q.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if info.State == queue.StateCompleted {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("job %s is %s after a minute, want completed", id, info.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func replicasOnce(t *testing.T, b Backend) {

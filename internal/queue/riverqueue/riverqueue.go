@@ -416,7 +416,8 @@ func (q *Queue) insertDeferredTx(ctx context.Context, ops []*insertOp) error {
 }
 
 // EnqueueBatch implements queue.Queue: one INSERT of every job in one
-// transaction, instead of a statement each.
+// transaction, instead of a statement each; committed with
+// synchronous_commit off when every job is Deferred.
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
 	for _, j := range jobs {
 		if j.Kind == "" {
@@ -425,6 +426,16 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
 	}
 	params, _, _ := q.manyParams(jobs)
 	if len(params) == 0 {
+		return nil
+	}
+	if queue.BatchDeferred(jobs) {
+		err := pgx.BeginTxFunc(ctx, q.pool, deferredTx, func(tx pgx.Tx) error {
+			_, err := q.inserter.InsertManyTx(ctx, tx, params)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("enqueuing %d jobs: %w", len(params), err)
+		}
 		return nil
 	}
 	if _, err := q.inserter.InsertMany(ctx, params); err != nil {
