@@ -167,14 +167,20 @@ func TestWebhookAnswering500IsRetriedToMaxAttemptsThenSwitchedOff(t *testing.T) 
 			t.Fatalf("attempt %d: %+v, want Patient/%s from Subscription/%s", i+1, a, pid, failingSub)
 		}
 	}
+	// AuditEvents are written in background batches, so the last
+	// attempt's may land a moment after the switch-off.
 	var audited []string
-	for _, ev := range s.auditResources(t, "project=alpha") {
-		if got := entities(ev); len(got) == 2 && got[0] == "Subscription/"+failingSub && got[1] == "Patient/"+pid {
-			outcome, _ := ev["outcome"].(string)
-			desc, _ := ev["outcomeDesc"].(string)
-			audited = append(audited, outcome+" "+desc)
+	within(t, "the attempts' AuditEvents", time.Now(), 10*time.Second, func() bool {
+		audited = audited[:0]
+		for _, ev := range s.auditResources(t, "project=alpha") {
+			if got := entities(ev); len(got) == 2 && got[0] == "Subscription/"+failingSub && got[1] == "Patient/"+pid {
+				outcome, _ := ev["outcome"].(string)
+				desc, _ := ev["outcomeDesc"].(string)
+				audited = append(audited, outcome+" "+desc)
+			}
 		}
-	}
+		return len(audited) >= 3
+	})
 	slices.Sort(audited)
 	if want := []string{"4 Attempt 1: received status 500", "4 Attempt 2: received status 500", "4 Attempt 3: received status 500"}; !slices.Equal(audited, want) {
 		t.Fatalf("the attempts' AuditEvents: %q, want %q", audited, want)
