@@ -275,7 +275,7 @@ func (s *Store) prepare(r storable, o PutOptions, replace bool) (*pendingWrite, 
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(r)
+	data, err := encodeRecord(r)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", typ, err)
 	}
