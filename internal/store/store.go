@@ -76,6 +76,12 @@ type PutOptions struct {
 	// implement FreeSpacer only). Writers of bulk records pass a larger
 	// reserve than sign-ins, so a filling disk refuses them first.
 	DiskReserve uint64
+	// Deferred lets the write return once it is committed and visible,
+	// before it is synced to disk, on a KV that implements
+	// DeferredUpdater (see there): a crash of the process keeps it, a
+	// crash of the machine shortly after the return may lose it. For
+	// records nobody waits for, such as AuditEvents.
+	Deferred bool
 }
 
 // Create stores r as a new resource. It always assigns a new UUID id
@@ -192,8 +198,12 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 	if err := s.refreshUsage(ctx, writes...); err != nil {
 		return err
 	}
+	update := s.kv.Update
+	if du, ok := s.kv.(DeferredUpdater); ok && allDeferred(writes) {
+		update = du.UpdateDeferred
+	}
 	var u *usage
-	err := s.kv.Update(ctx, func(tx Txn) error {
+	err := update(ctx, func(tx Txn) error {
 		u = s.newUsage(tx)
 		if err := prefetch(tx, writes); err != nil {
 			return err
@@ -212,6 +222,17 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 		u.committed()
 	}
 	return err
+}
+
+// allDeferred says every write may return before the disk sync; a group
+// commit may mix them with writes that may not.
+func allDeferred(writes []*pendingWrite) bool {
+	for _, w := range writes {
+		if !w.o.Deferred {
+			return false
+		}
+	}
+	return len(writes) > 0
 }
 
 // prefetch reads, in one go, the keys that applying several writes checks
