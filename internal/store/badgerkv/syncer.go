@@ -148,11 +148,12 @@ func (s *syncer) loop() {
 		if hold := s.pace - time.Since(s.lastStart); hold > 0 && s.waiters == 0 && !s.closed {
 			s.mu.Unlock()
 			select {
-			case <-s.wake:
-			case <-s.after(hold):
+			case <-s.wake: // a waiter or close: look again
+				s.mu.Lock()
+				continue
+			case <-s.after(hold): // the pace is over: sync what there is
 			}
 			s.mu.Lock()
-			continue
 		}
 		target := s.committed
 		s.lastStart = time.Now()
