@@ -357,9 +357,7 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 			return err
 		}
 	}
-	keep := make(map[string]bool, len(w.newIdx))
 	for _, e := range w.newIdx {
-		keep[string(e.key)] = true
 		if !e.unique {
 			continue
 		}
@@ -377,12 +375,8 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 			return err
 		}
 	}
-	for _, e := range oldIdx {
-		if !keep[string(e.key)] {
-			if err := tx.Delete(e.key); err != nil {
-				return err
-			}
-		}
+	if err := deleteStale(tx, oldIdx, w.newIdx); err != nil {
+		return err
 	}
 	for _, e := range w.newIdx {
 		var v []byte
@@ -395,6 +389,27 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 	}
 	announce(tx, typ, b.ID, w.created)
 	return tx.Set(recordKey(typ, b.ID), w.data, o.TTL)
+}
+
+// deleteStale deletes the old index entries the new ones do not repeat.
+// Only a replaced record has old entries; a created one (every AuditEvent)
+// costs nothing here.
+func deleteStale(tx Txn, oldIdx, newIdx []indexEntry) error {
+	if len(oldIdx) == 0 {
+		return nil
+	}
+	keep := make(map[string]bool, len(newIdx))
+	for _, e := range newIdx {
+		keep[string(e.key)] = true
+	}
+	for _, e := range oldIdx {
+		if !keep[string(e.key)] {
+			if err := tx.Delete(e.key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // allIndexes returns the type's indexes plus the generic project index,
