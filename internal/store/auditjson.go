@@ -42,35 +42,21 @@ func (a *AuditEvent) appendJSON(b []byte) []byte {
 	}
 	b = appendOmitEmpty(b, `,"outcome":`, a.Outcome)
 	b = appendOmitEmpty(b, `,"outcomeDesc":`, a.OutcomeDesc)
-	if len(a.Agent) > 0 {
-		b = append(b, `,"agent":[`...)
-		for i := range a.Agent {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"who":`...)
-			b = appendReferenceJSON(b, &a.Agent[i].Who)
-			b = append(b, `,"requestor":`...)
-			b = strconv.AppendBool(b, a.Agent[i].Requestor)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b = appendJSONArray(b, `,"agent":`, len(a.Agent), func(b []byte, i int) []byte {
+		b = append(b, `{"who":`...)
+		b = appendReferenceJSON(b, &a.Agent[i].Who)
+		b = append(b, `,"requestor":`...)
+		b = strconv.AppendBool(b, a.Agent[i].Requestor)
+		return append(b, '}')
+	})
 	b = append(b, `,"source":{"observer":`...)
 	b = appendReferenceJSON(b, &a.Source.Observer)
 	b = append(b, '}')
-	if len(a.Entity) > 0 {
-		b = append(b, `,"entity":[`...)
-		for i := range a.Entity {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"what":`...)
-			b = appendReferenceJSON(b, &a.Entity[i].What)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b = appendJSONArray(b, `,"entity":`, len(a.Entity), func(b []byte, i int) []byte {
+		b = append(b, `{"what":`...)
+		b = appendReferenceJSON(b, &a.Entity[i].What)
+		return append(b, '}')
+	})
 	if len(a.Extension) > 0 {
 		b = append(b, `,"extension":`...)
 		b = appendExtensionsJSON(b, a.Extension)
@@ -89,35 +75,39 @@ func appendBaseJSON(b []byte, r *Base) []byte {
 	b = appendOmitEmpty(b, `"versionId":`, m.VersionID)
 	b = appendOmitEmpty(b, `"lastUpdated":`, m.LastUpdated)
 	b = appendOmitEmpty(b, `"project":`, m.Project)
-	if len(m.Profile) > 0 {
-		b = append(b, `"profile":[`...)
-		for i, p := range m.Profile {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, p)
-		}
-		b = append(b, "],"...)
-	}
-	b = appendCodingsJSON(b, `"security":`, m.Security)
-	b = appendCodingsJSON(b, `"tag":`, m.Tag)
+	b = appendJSONArray(b, `"profile":`, len(m.Profile), func(b []byte, i int) []byte {
+		return appendJSONString(b, m.Profile[i])
+	})
+	b = appendJSONArray(b, `"security":`, len(m.Security), func(b []byte, i int) []byte {
+		return appendCodingJSON(b, &m.Security[i])
+	})
+	b = appendJSONArray(b, `"tag":`, len(m.Tag), func(b []byte, i int) []byte {
+		return appendCodingJSON(b, &m.Tag[i])
+	})
 	b = appendOmitEmpty(b, `"source":`, m.Source)
 	return closeObject(b, n)
 }
 
-func appendCodingsJSON(b []byte, name string, cs []Coding) []byte {
-	if len(cs) == 0 {
+// appendJSONArray writes name and the n elements each writes, unless n
+// is 0 (omitempty). Inside an object opened with closeObject (name without
+// a leading comma) it ends with a comma, as appendOmitEmpty does.
+func appendJSONArray(b []byte, name string, n int, each func(b []byte, i int) []byte) []byte {
+	if n == 0 {
 		return b
 	}
 	b = append(b, name...)
 	b = append(b, '[')
-	for i := range cs {
+	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendCodingJSON(b, &cs[i])
+		b = each(b, i)
 	}
-	return append(b, "],"...)
+	b = append(b, ']')
+	if name[0] != ',' {
+		b = append(b, ',')
+	}
+	return b
 }
 
 func appendCodingJSON(b []byte, c *Coding) []byte {

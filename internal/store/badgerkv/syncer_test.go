@@ -63,9 +63,6 @@ func TestUpdateSyncsDeferredDoesNotWait(t *testing.T) {
 	kv.syncer.syncFn = func() error { <-release; return orig() }
 	kv.syncer.mu.Unlock()
 	ctx := context.Background()
-	set := func(k string) func(store.Txn) error {
-		return func(tx store.Txn) error { return tx.Set([]byte(k), []byte("v"), 0) }
-	}
 	if err := kv.UpdateDeferred(ctx, set("deferred")); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +95,11 @@ func TestUpdateSyncsDeferredDoesNotWait(t *testing.T) {
 	if kv.syncer.passes.Load() != before {
 		t.Fatal("an Update that wrote nothing ran a sync pass")
 	}
+}
+
+// set is a transaction that sets k.
+func set(k string) func(store.Txn) error {
+	return func(tx store.Txn) error { return tx.Set([]byte(k), []byte("v"), 0) }
 }
 
 // TestSyncRotatedFindsNewLogs: a WAL or value log that appeared since the
@@ -203,19 +205,12 @@ func TestSyncerPacesDeferredCommits(t *testing.T) {
 // held back by the pace, Update and Flush return only once a pass covered
 // their commits, and do not wait the pace out.
 func TestUpdateDurableWhileDeferredArePaced(t *testing.T) {
-	kv, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
+	kv, _ := openTestKV(t)
 	s := kv.syncer
 	s.mu.Lock()
 	s.pace = time.Hour
 	s.mu.Unlock()
 	ctx := context.Background()
-	set := func(k string) func(store.Txn) error {
-		return func(tx store.Txn) error { return tx.Set([]byte(k), []byte("v"), 0) }
-	}
 	for _, k := range []string{"a", "b", "c"} {
 		if err := kv.UpdateDeferred(ctx, set(k)); err != nil {
 			t.Fatal(err)
