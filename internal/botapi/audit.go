@@ -35,11 +35,11 @@ const auditLinger = 250 * time.Millisecond
 // so a bot's response never waits for a disk sync and a burst of runs costs
 // a few syncs rather than one each. Nobody waits for an event's sync
 // either, so its batches are written Deferred: the writer goes on to the
-// next batch at once, and the store syncs them with whatever commits next
-// (on Badger at most ten times a second when no write waits), so the
-// audit write adds no syncs of its own to a busy gateway. A process kill
-// loses none of them; a machine crash loses what is queued plus up to a
-// tenth of a second of committed events. The queue is bounded: when the disk
+// next batch at once, and the store syncs a batch with the next pass some
+// other write waits for, or on Badger within a tenth of a second (at most
+// ten passes a second when nobody waits). A process kill loses only what
+// is queued; a machine crash loses that plus up to a tenth of a second of
+// committed events. The queue is bounded: when the disk
 // falls behind, record blocks, which slows callers down instead of losing
 // events.
 //
