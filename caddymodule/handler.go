@@ -171,7 +171,7 @@ type Handler struct {
 	// for: its trigger (the job that runs the write's Subscriptions)
 	// committed to the queue. `deferred` (the default): committed, not
 	// yet on disk — the trigger survives a crash of the gateway process,
-	// and is synced to disk a few milliseconds later (Badger) or within
+	// and is synced to disk within about a tenth of a second (Badger) or within
 	// about 3 × wal_writer_delay (PostgreSQL), so only a crash of the
 	// machine or of PostgreSQL in that window can lose it. `sync`: on
 	// disk, which adds a disk sync or WAL flush to each subscribed

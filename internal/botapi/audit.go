@@ -33,7 +33,13 @@ const auditLinger = 250 * time.Millisecond
 
 // auditWriter writes AuditEvents in the background, many per transaction,
 // so a bot's response never waits for a disk sync and a burst of runs costs
-// a few syncs rather than one each. The queue is bounded: when the disk
+// a few syncs rather than one each. Nobody waits for an event's sync
+// either, so its batches are written Deferred: the writer goes on to the
+// next batch at once, and the store syncs a batch with the next pass some
+// other write waits for, or on Badger within a tenth of a second (at most
+// ten passes a second when nobody waits). A process kill loses only what
+// is queued; a machine crash loses that plus up to a tenth of a second of
+// committed events. The queue is bounded: when the disk
 // falls behind, record blocks, which slows callers down instead of losing
 // events.
 //
@@ -53,6 +59,7 @@ type auditWriter struct {
 }
 
 func newAuditWriter(st *store.Store, put store.PutOptions, logger *zap.Logger, onRefused func(reason string)) *auditWriter {
+	put.Deferred = true
 	w := &auditWriter{st: st, put: put, logger: logger, onRefused: onRefused,
 		queue: make(chan *store.AuditEvent, 4096), done: make(chan struct{})}
 	go w.loop()

@@ -29,14 +29,22 @@ const echoInput = `{"active":true,"code":{"coding":[{"code":"8867-4","display":"
 // cpu-µs/op is the process's CPU per run with the audit queue drained at the
 // end, so the batched writes and Badger's background work are counted; it is
 // steadier than ns/op on a shared machine.
+//
+// "audit" records every run; "never" is the same bot with
+// auditEventTrigger never, so the difference is the AuditEvent's cost.
 func BenchmarkExecute(b *testing.B) {
+	b.Run("audit", func(b *testing.B) { benchmarkExecute(b, "") })
+	b.Run("never", func(b *testing.B) { benchmarkExecute(b, "never") })
+}
+
+func benchmarkExecute(b *testing.B, trigger string) {
 	ctx := context.Background()
 	st := storetest.Open(b)
 	project := &store.Project{Name: "bench"}
 	if err := st.Create(ctx, project, store.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	bot := &store.Bot{Name: "echo", Identifier: []store.Identifier{{System: "https://bench", Value: "echo"}}}
+	bot := &store.Bot{Name: "echo", Identifier: []store.Identifier{{System: "https://bench", Value: "echo"}}, AuditEventTrigger: trigger}
 	bot.Meta.Project = project.ID
 	if err := st.Create(ctx, bot, store.PutOptions{}); err != nil {
 		b.Fatal(err)

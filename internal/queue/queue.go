@@ -92,7 +92,7 @@ type Job struct {
 	// Deferred lets Enqueue return before the job is on disk: once it is
 	// committed, so it survives a crash of this process, but a crash of
 	// the machine (Badger) or of the PostgreSQL server within a short
-	// window after the return can lose it — about one disk sync on Badger,
+	// window after the return can lose it — about a tenth of a second on Badger,
 	// three times wal_writer_delay on PostgreSQL. The Subscription
 	// engine's triggers use it, so that a write's answer does not wait for
 	// the disk. Enqueue honours it, and EnqueueBatch when every job of

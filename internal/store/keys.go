@@ -81,31 +81,43 @@ func recordTypePrefix(resourceType string) []byte {
 }
 
 func uniqueKey(index string, values ...string) []byte {
-	var b strings.Builder
-	b.WriteString(uniquePrefix)
-	b.WriteString(index)
+	b := append([]byte(uniquePrefix), index...)
 	for _, v := range values {
-		b.WriteByte('/')
-		writeEscaped(&b, v)
+		b = appendEscaped(append(b, '/'), v)
 	}
-	return []byte(b.String())
+	return b
 }
 
 // indexPrefixKey returns "i/<index>/<v1>/.../" for scanning.
 func indexPrefixKey(index string, values ...string) []byte {
-	var b strings.Builder
-	b.WriteString(indexPrefix)
-	b.WriteString(index)
-	b.WriteByte('/')
-	for _, v := range values {
-		writeEscaped(&b, v)
-		b.WriteByte('/')
-	}
-	return []byte(b.String())
+	return appendIndexPrefix(make([]byte, 0, indexKeyLen(index, "", values)), index, values)
 }
 
+// indexKey returns "i/<index>/<v1>/.../<id>", built in one allocation:
+// every stored record writes one or more (an AuditEvent two per bot run).
 func indexKey(index, id string, values ...string) []byte {
-	return append(indexPrefixKey(index, values...), id...)
+	return append(appendIndexPrefix(make([]byte, 0, indexKeyLen(index, id, values)), index, values), id...)
+}
+
+// indexKeyLen is the length of an index key whose values need no escaping;
+// escaped ones make append grow the buffer.
+func indexKeyLen(index, id string, values []string) int {
+	n := len(indexPrefix) + len(index) + 1 + len(id)
+	for _, v := range values {
+		n += len(v) + 1
+	}
+	return n
+}
+
+func appendIndexPrefix(b []byte, index string, values []string) []byte {
+	b = append(b, indexPrefix...)
+	b = append(b, index...)
+	b = append(b, '/')
+	for _, v := range values {
+		b = appendEscaped(b, v)
+		b = append(b, '/')
+	}
+	return b
 }
 
 // idFromIndexKey returns the id component of a non-unique index key.
@@ -114,17 +126,18 @@ func idFromIndexKey(key []byte) string {
 	return s[strings.LastIndexByte(s, '/')+1:]
 }
 
-func writeEscaped(b *strings.Builder, v string) {
+func appendEscaped(b []byte, v string) []byte {
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; c {
 		case '%':
-			b.WriteString("%25")
+			b = append(b, "%25"...)
 		case '/':
-			b.WriteString("%2F")
+			b = append(b, "%2F"...)
 		case '|':
-			b.WriteString("%7C")
+			b = append(b, "%7C"...)
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
+	return b
 }

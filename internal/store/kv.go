@@ -69,13 +69,15 @@ type PointReader interface {
 // DeferredUpdater is implemented by a KV that can commit a transaction
 // without waiting for it to reach the disk. The Subscription engine's
 // triggers use it: a write's answer then waits for its trigger's commit
-// but not for a disk sync. Everything else keeps Update's guarantee.
+// but not for a disk sync; so do AuditEvent batches (PutOptions.Deferred).
+// Everything else keeps Update's guarantee.
 type DeferredUpdater interface {
 	// UpdateDeferred is Update, except that a nil return means the write
 	// is committed and visible, and survives a crash of this process, but
 	// reaches the disk (surviving a crash of the machine or of the
 	// database server) only shortly after: the KV makes it durable in the
-	// background, within about one disk sync.
+	// background (Badger: within a tenth of a second; PostgreSQL: within
+	// about three times wal_writer_delay).
 	UpdateDeferred(ctx context.Context, fn func(Txn) error) error
 	// Flush returns once every write committed before the call is durable.
 	Flush(ctx context.Context) error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -12,12 +11,7 @@ import (
 //
 //	n/<namespace>/<value, escaped>   -> "" (expires with the claim)
 func onceKey(namespace, value string) []byte {
-	var b strings.Builder
-	b.WriteString(oncePrefix)
-	writeEscaped(&b, namespace)
-	b.WriteByte('/')
-	writeEscaped(&b, value)
-	return []byte(b.String())
+	return appendEscaped(append(appendEscaped([]byte(oncePrefix), namespace), '/'), value)
 }
 
 const oncePrefix = "n/"

@@ -76,6 +76,12 @@ type PutOptions struct {
 	// implement FreeSpacer only). Writers of bulk records pass a larger
 	// reserve than sign-ins, so a filling disk refuses them first.
 	DiskReserve uint64
+	// Deferred lets the write return once it is committed and visible,
+	// before it is synced to disk, on a KV that implements
+	// DeferredUpdater (see there): a crash of the process keeps it, a
+	// crash of the machine shortly after the return may lose it. For
+	// records nobody waits for, such as AuditEvents.
+	Deferred bool
 }
 
 // Create stores r as a new resource. It always assigns a new UUID id
@@ -192,8 +198,12 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 	if err := s.refreshUsage(ctx, writes...); err != nil {
 		return err
 	}
+	update := s.kv.Update
+	if du, ok := s.kv.(DeferredUpdater); ok && allDeferred(writes) {
+		update = du.UpdateDeferred
+	}
 	var u *usage
-	err := s.kv.Update(ctx, func(tx Txn) error {
+	err := update(ctx, func(tx Txn) error {
 		u = s.newUsage(tx)
 		if err := prefetch(tx, writes); err != nil {
 			return err
@@ -212,6 +222,17 @@ func (s *Store) applyWrites(ctx context.Context, writes []*pendingWrite, named b
 		u.committed()
 	}
 	return err
+}
+
+// allDeferred says every write may return before the disk sync; a group
+// commit may mix them with writes that may not.
+func allDeferred(writes []*pendingWrite) bool {
+	for _, w := range writes {
+		if !w.o.Deferred {
+			return false
+		}
+	}
+	return len(writes) > 0
 }
 
 // prefetch reads, in one go, the keys that applying several writes checks
@@ -275,7 +296,7 @@ func (s *Store) prepare(r storable, o PutOptions, replace bool) (*pendingWrite, 
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(r)
+	data, err := encodeRecord(r)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", typ, err)
 	}
@@ -336,9 +357,7 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 			return err
 		}
 	}
-	keep := make(map[string]bool, len(w.newIdx))
 	for _, e := range w.newIdx {
-		keep[string(e.key)] = true
 		if !e.unique {
 			continue
 		}
@@ -356,12 +375,8 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 			return err
 		}
 	}
-	for _, e := range oldIdx {
-		if !keep[string(e.key)] {
-			if err := tx.Delete(e.key); err != nil {
-				return err
-			}
-		}
+	if err := deleteStale(tx, oldIdx, w.newIdx); err != nil {
+		return err
 	}
 	for _, e := range w.newIdx {
 		var v []byte
@@ -374,6 +389,27 @@ func (w *pendingWrite) apply(tx Txn, u *usage) error {
 	}
 	announce(tx, typ, b.ID, w.created)
 	return tx.Set(recordKey(typ, b.ID), w.data, o.TTL)
+}
+
+// deleteStale deletes the old index entries the new ones do not repeat.
+// Only a replaced record has old entries; a created one (every AuditEvent)
+// costs nothing here.
+func deleteStale(tx Txn, oldIdx, newIdx []indexEntry) error {
+	if len(oldIdx) == 0 {
+		return nil
+	}
+	keep := make(map[string]bool, len(newIdx))
+	for _, e := range newIdx {
+		keep[string(e.key)] = true
+	}
+	for _, e := range oldIdx {
+		if !keep[string(e.key)] {
+			if err := tx.Delete(e.key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // allIndexes returns the type's indexes plus the generic project index,

@@ -111,11 +111,7 @@ func isBotRecord(resourceType string) bool {
 }
 
 func usageProjectPrefix(project string) []byte {
-	var b strings.Builder
-	b.WriteString(usagePrefix)
-	writeEscaped(&b, project)
-	b.WriteByte('/')
-	return []byte(b.String())
+	return append(appendEscaped([]byte(usagePrefix), project), '/')
 }
 
 func usageKey(project string, day int64, shard int) []byte {

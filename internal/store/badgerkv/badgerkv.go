@@ -4,7 +4,7 @@
 // the same conformance suite (kvtest).
 //
 // Acknowledged writes are synced to disk (syncer.go), except those made
-// with UpdateDeferred, which are synced just after. A write guard refuses writes with
+// with UpdateDeferred, which are synced within a tenth of a second. A write guard refuses writes with
 // [store.ErrUnwritable] before Badger would meet a full or read-only disk
 // (guard.go), the value log is garbage-collected and, on Linux, mapped table
 // pages are handed back to the kernel in the background (trim_linux.go).
@@ -35,7 +35,7 @@ var ErrLocked = errors.New("storage directory locked")
 
 // Options configures [Open]. The zero value (plus Dir) gives the
 // small-footprint defaults; acknowledged writes are always synced to disk
-// (UpdateDeferred's just after they are acknowledged).
+// (UpdateDeferred's within a tenth of a second of their commit).
 type Options struct {
 	// Dir is the storage directory; required unless InMemory. Badger creates
 	// it with mode 0700 when missing.
@@ -167,7 +167,7 @@ func Open(o Options) (*KV, error) {
 				return err
 			}
 			return logs.syncRotated()
-		})
+		}, defaultSyncPace)
 		if b.gcEvery = max(cmp.Or(o.GCInterval, DefaultGCInterval), 0); b.gcEvery > 0 {
 			b.every(b.gcEvery, &b.gcPasses, func() bool { b.RunGC(); return true })
 		}
@@ -376,7 +376,8 @@ func (b *KV) Update(ctx context.Context, fn func(store.Txn) error) error {
 }
 
 // UpdateDeferred implements store.DeferredUpdater: Update without waiting
-// for the sync, which the syncer's next pass (started at once) does.
+// for the sync, which the syncer's next pass does, at most defaultSyncPace
+// after the previous one began (syncer).
 func (b *KV) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
 	wrote, err := b.update(ctx, fn)
 	if err != nil || !wrote || b.syncer == nil {

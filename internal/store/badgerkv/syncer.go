@@ -9,24 +9,32 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // syncer makes commits durable. Badger is opened with SyncWrites off, so
 // a commit returns once it is in the memtable's write-ahead log and the
 // value log — memory-mapped files, in the kernel's page cache: it
 // survives the process dying but not the machine. The syncer then syncs
-// them to disk, back to back while unsynced commits exist; one pass
-// covers every commit counted before it started, so concurrent committers
-// share a sync (Badger's own SyncWrites syncs the WAL once per write
-// batch, inside its single write goroutine, where every other write waits
-// behind it).
+// them to disk; one pass covers every commit counted before it started,
+// so concurrent committers share a sync (Badger's own SyncWrites syncs the
+// WAL once per write batch, inside its single write goroutine, where every
+// other write waits behind it).
 //
 // Update counts its commit and waits for a pass that started after it:
-// the guarantee of SyncWrites, a nil return means durable. UpdateDeferred
-// counts it and returns; the next pass, a few milliseconds later, makes it
-// durable.
+// the guarantee of SyncWrites, a nil return means durable. While somebody
+// waits, passes run back to back. UpdateDeferred counts its commit and
+// returns; when only such commits are unsynced, a pass starts at most once
+// per pace after the previous one began, so a stream of deferred commits
+// (AuditEvent batches, deferred queue jobs) costs a few syncs a second
+// rather than one per commit. A sync is not cheap on a VM: it costs
+// milliseconds of CPU, and the kernel write-protects every page of the
+// mapped logs it wrote back, so the next write to each takes a page fault.
 type syncer struct {
 	syncFn func() error
+	pace   time.Duration
+	// after is time.After; tests pass their own to release a held pass.
+	after func(time.Duration) <-chan time.Time
 
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -34,6 +42,12 @@ type syncer struct {
 	// pass covered; err is that pass's error.
 	committed, synced uint64
 	err               error
+	// waiters counts the calls in wait; lastStart is when the last pass
+	// began. wake tells a loop holding a paced pass back that a waiter or
+	// close came.
+	waiters   int
+	lastStart time.Time
+	wake      chan struct{}
 	// closed asks the loop to end; finished says it has (no pass will
 	// come).
 	closed, finished bool
@@ -42,8 +56,19 @@ type syncer struct {
 	passes atomic.Int64 // for tests
 }
 
-func newSyncer(syncFn func() error) *syncer {
-	s := &syncer{syncFn: syncFn, done: make(chan struct{})}
+// defaultSyncPace is how long after a pass began the next one may start
+// when nobody waits for it: how long a deferred commit can stay in the
+// page cache only. A process kill keeps it (the logs are mapped files);
+// a machine crash or power loss within that window loses it.
+const defaultSyncPace = 100 * time.Millisecond
+
+func newSyncer(syncFn func() error, pace time.Duration) *syncer {
+	return startSyncer(syncFn, pace, time.After)
+}
+
+func startSyncer(syncFn func() error, pace time.Duration, after func(time.Duration) <-chan time.Time) *syncer {
+	s := &syncer{syncFn: syncFn, pace: pace, after: after,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	go s.loop()
 	return s
@@ -70,6 +95,11 @@ func (s *syncer) wait(ctx context.Context, n uint64) error {
 	defer stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.synced < n {
+		s.waiters++
+		defer func() { s.waiters-- }()
+		s.poke()
+	}
 	for s.synced < n {
 		if s.finished {
 			return errClosedUnsynced
@@ -92,6 +122,14 @@ func (s *syncer) flush(ctx context.Context) error {
 
 var errClosedUnsynced = errors.New("storage closed before the write was synced to disk")
 
+// poke wakes a loop holding a paced pass back; s.mu is held.
+func (s *syncer) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
 // loop runs the passes until close, and a last one if close found
 // unsynced commits.
 func (s *syncer) loop() {
@@ -107,7 +145,18 @@ func (s *syncer) loop() {
 			s.cond.Broadcast()
 			return
 		}
+		if hold := s.pace - time.Since(s.lastStart); hold > 0 && s.waiters == 0 && !s.closed {
+			s.mu.Unlock()
+			select {
+			case <-s.wake: // a waiter or close: look again
+				s.mu.Lock()
+				continue
+			case <-s.after(hold): // the pace is over: sync what there is
+			}
+			s.mu.Lock()
+		}
 		target := s.committed
+		s.lastStart = time.Now()
 		s.mu.Unlock()
 		err := s.syncFn()
 		s.passes.Add(1)
@@ -123,6 +172,7 @@ func (s *syncer) loop() {
 func (s *syncer) close() {
 	s.mu.Lock()
 	s.closed = true
+	s.poke()
 	s.mu.Unlock()
 	s.cond.Broadcast()
 	<-s.done

@@ -19,7 +19,7 @@ func TestSyncerWaitsForAPassStartedAfterTheCommit(t *testing.T) {
 		started <- struct{}{}
 		<-release
 		return nil
-	})
+	}, defaultSyncPace)
 	defer s.close()
 	ctx := context.Background()
 	first := s.committedOne()
@@ -63,9 +63,6 @@ func TestUpdateSyncsDeferredDoesNotWait(t *testing.T) {
 	kv.syncer.syncFn = func() error { <-release; return orig() }
 	kv.syncer.mu.Unlock()
 	ctx := context.Background()
-	set := func(k string) func(store.Txn) error {
-		return func(tx store.Txn) error { return tx.Set([]byte(k), []byte("v"), 0) }
-	}
 	if err := kv.UpdateDeferred(ctx, set("deferred")); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +95,11 @@ func TestUpdateSyncsDeferredDoesNotWait(t *testing.T) {
 	if kv.syncer.passes.Load() != before {
 		t.Fatal("an Update that wrote nothing ran a sync pass")
 	}
+}
+
+// set is a transaction that sets k.
+func set(k string) func(store.Txn) error {
+	return func(tx store.Txn) error { return tx.Set([]byte(k), []byte("v"), 0) }
 }
 
 // TestSyncRotatedFindsNewLogs: a WAL or value log that appeared since the
@@ -136,7 +138,7 @@ func TestSyncerCloseSyncsWhatWasCounted(t *testing.T) {
 		started <- struct{}{}
 		<-release
 		return nil
-	})
+	}, defaultSyncPace)
 	s.committedOne()
 	<-started
 	n := s.committedOne() // after the running pass began
@@ -153,5 +155,86 @@ func TestSyncerCloseSyncsWhatWasCounted(t *testing.T) {
 	<-closed
 	if err := s.wait(context.Background(), n+1); err != errClosedUnsynced {
 		t.Fatalf("waiting after close: %v, want errClosedUnsynced", err)
+	}
+}
+
+// TestSyncerPacesDeferredCommits: with nobody waiting, a pass starts at
+// most once per pace; a waiter, or close, starts it at once.
+func TestSyncerPacesDeferredCommits(t *testing.T) {
+	synced := make(chan struct{}, 8)
+	held := make(chan chan time.Time)
+	s := startSyncer(func() error { synced <- struct{}{}; return nil }, time.Hour,
+		func(time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			held <- c
+			return c
+		})
+	ctx := context.Background()
+	s.committedOne()
+	<-synced // the first pass is not held: none began within the pace
+	s.committedOne()
+	release := <-held // the second is
+	if n := s.passes.Load(); n != 1 {
+		t.Fatalf("%d passes while the second was held, want 1", n)
+	}
+	release <- time.Now()
+	<-synced
+
+	// A waiter does not wait out the pace: Update is durable on return.
+	n := s.committedOne()
+	<-held // never released
+	if err := s.wait(ctx, n); err != nil {
+		t.Fatalf("waiting for a commit held by the pace: %v", err)
+	}
+	<-synced
+
+	// Nor does close: a deferred commit is synced before the loop ends.
+	n = s.committedOne()
+	<-held
+	s.close()
+	<-synced
+	if err := s.wait(ctx, n); err != nil {
+		t.Fatalf("a deferred commit counted before close: %v", err)
+	}
+	if got := s.passes.Load(); got != 4 {
+		t.Fatalf("%d passes, want 4", got)
+	}
+}
+
+// TestUpdateDurableWhileDeferredArePaced: on disk, with deferred commits
+// held back by the pace, Update and Flush return only once a pass covered
+// their commits, and do not wait the pace out.
+func TestUpdateDurableWhileDeferredArePaced(t *testing.T) {
+	kv, _ := openTestKV(t)
+	s := kv.syncer
+	s.mu.Lock()
+	s.pace = time.Hour
+	s.mu.Unlock()
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c"} {
+		if err := kv.UpdateDeferred(ctx, set(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Update(ctx, set("d")); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	synced, committed := s.synced, s.committed
+	s.mu.Unlock()
+	if synced != committed {
+		t.Fatalf("Update returned with commits %d..%d unsynced", synced+1, committed)
+	}
+	if err := kv.UpdateDeferred(ctx, set("e")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	synced, committed = s.synced, s.committed
+	s.mu.Unlock()
+	if synced != committed {
+		t.Fatal("Flush returned with a deferred commit unsynced")
 	}
 }
