@@ -15,8 +15,10 @@ import (
 // a time, which is how a worker spends most of its life, the result wakes the very goroutine
 // that waits for it, from the runtime's poller: a reader goroutine handing the result over
 // cost the gateway a second wake-up per run, and the runtime woke another thread to share the
-// work that hand-over created (BenchmarkEchoRuntimes/process). Between runs nothing reads, as
-// the worker writes nothing then; reap reads what is left once the process has ended.
+// work that hand-over created (BenchmarkEchoRuntimes/process/awslambda, gateway and worker:
+// context switches per run 5.2 → 2.3, futex calls 1.8 → 0.04, CPU per run 128 → 77 µs).
+// Between runs nothing reads, as the worker writes nothing then; reap reads what is left once
+// the process has ended.
 
 // leadFor reads frames, w.reading held, until run r has its result or reading fails, and
 // releases w.reading. Another run waiting for its result is then woken to take over.
