@@ -21,7 +21,8 @@ type rawPipe struct {
 	f  *os.File
 	rc syscall.RawConn
 
-	// One read and one write at a time (the frame reader's goroutine, the frame writer's lock):
+	// One read and one write at a time (the holder of the worker's reading lock, or the worker's
+	// frame reader; the frame writer's lock):
 	// the calls' state lives here, so that the functions handed to rc are made once.
 	rb          []byte
 	rn          int

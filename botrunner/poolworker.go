@@ -33,10 +33,18 @@ type worker struct {
 	pid       int
 	stdin     *os.File // closing it asks the worker to exit
 	out       frameWriter
+	stdout    *os.File
+	frames    *frameReader  // of stdout; read by whoever holds reading
+	lead      chan struct{} // wakes a run waiting for its result to take over reading (see leadFor)
 	dead      chan struct{} // closed once the process has exited and been reaped
 	idleSince time.Time     // guarded by p.mu
 	bot       string        // the bot its runs are of while busy; guarded by p.mu
 	runs      int           // runs taken and not yet put back; guarded by p.mu
+
+	// reading is held by the goroutine reading the worker's frames: a run waiting for its result
+	// (see leadFor), or spawn and reap. readErr, guarded by reading, ends all reading.
+	reading sync.Mutex
+	readErr error
 
 	mu         sync.Mutex
 	active     map[uint64]*poolRun // runs sent and not yet answered, by id
@@ -107,7 +115,7 @@ func (p *Pool) spawn(ctx context.Context) (*worker, error) {
 	}
 	cmd, inW, outR, errR := c.cmd, c.stdin, c.stdout, c.stderr
 	p.spawns.Add(1)
-	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: pipeWriter(inW)}, dead: make(chan struct{}), active: map[uint64]*poolRun{}}
+	w := &worker{p: p, cmd: cmd, pid: cmd.Process.Pid, stdin: inW, out: frameWriter{w: pipeWriter(inW)}, dead: make(chan struct{}), lead: make(chan struct{}, 1), active: map[uint64]*poolRun{}}
 	go w.logStderr(errR)
 
 	init := initMsg{
@@ -117,8 +125,15 @@ func (p *Pool) spawn(ctx context.Context) (*worker, error) {
 		maxResultBytes:  p.o.MaxResultBytes,
 		maxFrame:        p.maxFrame(),
 	}
+	w.stdout, w.frames = outR, newFrameReader(pipeReader(outR), p.maxFrame())
+	go w.reap()
 	hello := make(chan error, 1)
-	go w.read(outR, hello)
+	go func() {
+		w.reading.Lock()
+		err := w.readHello()
+		w.reading.Unlock() // before spawn returns: its first run must find no one reading
+		hello <- err
+	}()
 	if err := w.out.send(frameInit, init.encode); err != nil {
 		w.kill("")
 	}
@@ -138,110 +153,6 @@ func (p *Pool) spawn(ctx context.Context) (*worker, error) {
 	}
 	p.logger.Debug("bot worker started", zap.Int("pid", w.pid))
 	return w, nil
-}
-
-// read reads the worker's frames until its stdout closes, then reaps the process. The first
-// frame must be the hello, reported on hello.
-func (w *worker) read(out *os.File, hello chan<- error) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.p.logger.Error("bot worker reader panicked", zap.Int("pid", w.pid), zap.Any("panic", r))
-		}
-		out.Close()
-		w.reap()
-	}()
-	fr := newFrameReader(pipeReader(out), w.p.maxFrame())
-	typ, payload, err := fr.next()
-	if err == nil {
-		d := &decoder{b: payload}
-		version := d.str()
-		switch {
-		case typ != frameHello:
-			err = fmt.Errorf("first frame is %q, not hello", typ)
-		case version != protocolVersion:
-			err = fmt.Errorf("the worker speaks %q, the gateway %q", version, protocolVersion)
-		}
-	}
-	hello <- err
-	if err != nil {
-		return
-	}
-	for {
-		typ, payload, err := fr.next()
-		if err == nil {
-			err = w.handle(typ, payload)
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && w.alive() {
-				w.kill("it broke the protocol: " + err.Error())
-			}
-			return
-		}
-	}
-}
-
-// reap kills what is left of the process, waits for it and marks the worker dead.
-func (w *worker) reap() {
-	_ = w.cmd.Process.Kill() // it closed its stdout: whatever it is doing, it is done
-	err := w.cmd.Wait()
-	w.mu.Lock()
-	w.exit = "exited"
-	if err != nil {
-		w.exit = err.Error() // "exit status 2", "signal: killed"
-	}
-	w.mu.Unlock()
-	w.stdin.Close()
-	close(w.dead)
-}
-
-func (w *worker) handle(typ byte, payload []byte) error {
-	d := &decoder{b: payload}
-	switch typ {
-	case frameResult:
-		m := new(resultMsg)
-		if err := m.decode(d); err != nil {
-			return fmt.Errorf("decoding a result frame: %w", err)
-		}
-		if r := w.currentRun(m.id); r != nil {
-			r.done <- m // buffered; a run gets one result
-		}
-	case frameNeed:
-		id := d.uint()
-		if err := d.done(); err != nil {
-			return fmt.Errorf("decoding a need frame: %w", err)
-		}
-		if r := w.currentRun(id); r != nil {
-			w.p.codeSends.Add(1)
-			// Not on this goroutine: a large write waits for the worker to read.
-			go func() { _ = w.out.send(frameCode, func(e *encoder) { e.uint(id); e.str(r.code) }) }()
-		}
-	case frameDo:
-		m := new(doMsg)
-		if err := m.decode(d); err != nil {
-			return fmt.Errorf("decoding a do frame: %w", err)
-		}
-		if r := w.currentRun(m.id); r != nil {
-			go w.serveDo(r, m)
-		}
-	case frameFetch:
-		m := new(fetchMsg)
-		if err := m.decode(d); err != nil {
-			return fmt.Errorf("decoding a fetch frame: %w", err)
-		}
-		if r := w.currentRun(m.id); r != nil {
-			go w.serveFetch(r, m)
-		}
-	default:
-		return fmt.Errorf("unknown frame type %q", typ)
-	}
-	return nil
-}
-
-// currentRun returns the run with id id if it is still waiting for its result.
-func (w *worker) currentRun(id uint64) *poolRun {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.active[id]
 }
 
 // serveDo makes a bot's medplum call with the gateway's client and answers the worker.
@@ -349,11 +260,23 @@ func (w *worker) run(ctx context.Context, req *Request) (*Result, error) {
 	// The kill is a timer, not a select case, so that it also ends a write the worker never reads.
 	killer := time.AfterFunc(time.Until(r.deadline.Add(killGrace)), func() { w.killFor(r.id, "the bot did not stop at its deadline") })
 	defer killer.Stop()
+	// A deadline the worker knows itself; a cancel it is told of. The run's goroutine may be
+	// reading frames when it comes, so the frame goes from the context's own goroutine.
+	if ctx.Done() != nil {
+		stopCancel := context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				r.cancelIn(w)
+			}
+		})
+		defer stopCancel()
+	}
 	if err := w.out.send(frameRun, m.encode); err != nil {
 		w.kill("")
 	}
-	done := ctx.Done()
 	for {
+		if w.reading.TryLock() {
+			w.leadFor(r)
+		}
 		select {
 		case msg := <-r.done:
 			return w.result(r.id, msg)
@@ -364,11 +287,7 @@ func (w *worker) run(ctx context.Context, req *Request) (*Result, error) {
 			default:
 			}
 			return w.failure(r.id, req, start), nil
-		case <-done:
-			done = nil
-			if errors.Is(ctx.Err(), context.Canceled) {
-				go r.cancelIn(w)
-			} // a deadline the worker knows itself
+		case <-w.lead:
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (x *execution) mapResult(v goja.Value) *Result {
 			ct = ContentTypeFHIR
 		}
 	}
-	s, err := x.stringify(v)
+	body, err := x.stringifyBytes(v)
 	if err != nil {
 		if isUncatchable(err) {
 			return x.errorResult(err)
@@ -69,10 +69,10 @@ func (x *execution) mapResult(v goja.Value) *Result {
 		}
 		return x.failure(OutcomeError, "bot result cannot be serialized as JSON: "+msg)
 	}
-	if s == "" {
+	if len(body) == 0 {
 		return x.failure(OutcomeError, fmt.Sprintf("bot returned a %s, which cannot be serialized as JSON", typeOf(v)))
 	}
-	return x.success([]byte(s), ct)
+	return x.success(body, ct)
 }
 
 // stringify serializes v as JSON.stringify does; "" means the value has no JSON form.
@@ -86,17 +86,33 @@ func (x *execution) mapResult(v goja.Value) *Result {
 // Everything else (primitives, functions) is rare and goes through JSON.stringify, looked up on
 // first use.
 func (x *execution) stringify(v goja.Value) (string, error) {
+	b, err := x.stringifyBytes(v)
+	return string(b), err
+}
+
+// stringifyBytes is stringify giving bytes; nil means the value has no JSON form. An object's
+// bytes are the serializer's own buffer, not a copy: the answer's body is taken as it is.
+func (x *execution) stringifyBytes(v goja.Value) ([]byte, error) {
 	if obj, ok := v.(*goja.Object); ok {
 		if _, isFunc := goja.AssertFunction(obj); !isFunc {
 			b, err := obj.MarshalJSON()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			if string(b) != "null" {
-				return string(b), nil
+				return b, nil
 			}
 		}
 	}
+	s, err := x.stringifySlow(v)
+	if s == "" {
+		return nil, err
+	}
+	return []byte(s), err
+}
+
+// stringifySlow calls the realm's own JSON.stringify.
+func (x *execution) stringifySlow(v goja.Value) (string, error) {
 	if x.jsonStringify == nil {
 		if ex := x.rt.Try(func() {
 			x.jsonStringify, _ = goja.AssertFunction(x.rt.Get("JSON").ToObject(x.rt).Get("stringify"))

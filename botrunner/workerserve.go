@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -125,6 +126,9 @@ func serveWorker(in io.Reader, out io.Writer) error {
 
 // configure applies the init frame's limits to the runtime and builds the runner.
 func (s *workerServer) configure(init *initMsg) {
+	// Nothing reads a worker's heap profile; its sampling unwinds a stack every 512 KiB allocated
+	// (some 1% of a worker's CPU running trivial bots).
+	runtime.MemProfileRate = 0
 	debug.SetMaxStack(workerMaxStack)
 	debug.SetGCPercent(workerGCPercent)
 	heap := int64(-1)
@@ -208,18 +212,21 @@ func (s *workerServer) run(id uint64) *workerRun {
 // start registers the run before its goroutine starts, so a cancel frame right behind the run
 // frame finds it.
 func (s *workerServer) start(m *runMsg) {
-	ctx, stopDeadline := context.Background(), context.CancelFunc(func() {})
+	// One context: cancelling a deadline's context ends it with context.Canceled, as a child
+	// WithCancel would, and a cancel frame needs nothing more.
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if m.deadline > 0 {
-		ctx, stopDeadline = context.WithTimeout(ctx, m.deadline)
+		ctx, cancel = context.WithTimeout(context.Background(), m.deadline)
+	} else {
+		ctx, cancel = context.WithCancel(context.Background())
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	r := &workerRun{id: m.id, ctx: ctx, cancel: cancel, code: make(chan string, 1), fetch: rpcFetcher{s: s, id: m.id}}
 	s.mu.Lock()
 	s.runs[m.id] = r
 	s.mu.Unlock()
 	// On a reused goroutine, whose stack has grown already (see workerPool).
 	s.serves.submit(func() {
-		defer stopDeadline()
 		defer cancel()
 		s.serve(r, m)
 	})
