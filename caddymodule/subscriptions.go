@@ -30,10 +30,7 @@ func (h *Handler) provisionSubscriptions(app *App, opts *gateway.Options) error 
 			return be, nil
 		},
 		// Webhooks reach only what each project's egress allow-list allows.
-		HTTPClients: app.Egress(),
-		// The AuditEvents of deliveries count as the project's bot
-		// records, written by the bots' batched writer.
-		Audit:        h.bots.API,
+		HTTPClients:  app.Egress(),
 		SyncTriggers: h.SubscriptionDurability == durabilitySync,
 		Logger:       h.logger.Named("subscriptions"),
 		Observe:      observeSubscription,

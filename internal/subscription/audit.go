@@ -1,17 +1,13 @@
 package subscription
 
 import (
-	"context"
-
-	"go.uber.org/zap"
-
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
 // audit records a delivery outcome as an AuditEvent naming the
 // Subscription and the resource (Medplum's shape: outcome "0" success,
 // "4" minor failure, "8" serious failure).
-func (s *Service) audit(ctx context.Context, sub *store.Subscription, a *deliverArgs, outcome, desc string) {
+func (s *Service) audit(sub *store.Subscription, a *deliverArgs, outcome, desc string) {
 	ev := &store.AuditEvent{
 		Type:        store.Coding{System: "http://dicom.nema.org/resources/ontology/DCM", Code: "110100", Display: "Application Activity"},
 		Outcome:     outcome,
@@ -23,12 +19,5 @@ func (s *Service) audit(ctx context.Context, sub *store.Subscription, a *deliver
 		},
 	}
 	ev.Meta.Project = sub.Meta.Project
-	if s.o.Audit != nil {
-		s.o.Audit.RecordAudit(ev)
-		return
-	}
-	if err := s.o.Store.Create(ctx, ev, store.PutOptions{TTL: s.o.AuditRetention, ProjectQuota: s.o.AuditQuota, DiskReserve: s.o.AuditDiskReserve}); err != nil {
-		s.o.Logger.Warn("subscription audit event not stored", zap.String("subscription", sub.ID),
-			zap.String("outcome", outcome), zap.String("description", desc), zap.Error(err))
-	}
+	s.o.Bots.RecordAudit(ev)
 }

@@ -34,7 +34,7 @@ func (s *Service) deliver(ctx context.Context, a *deliverArgs, attempt, maxAttem
 		return nil
 	}
 	if a.Depth >= s.o.MaxDepth {
-		s.audit(ctx, sub, a, "8", fmt.Sprintf("trigger chain deeper than %d: not delivered", s.o.MaxDepth))
+		s.audit(sub, a, "8", fmt.Sprintf("trigger chain deeper than %d: not delivered", s.o.MaxDepth))
 		s.o.Observe("dropped")
 		return nil
 	}
@@ -134,7 +134,7 @@ func (s *Service) runBot(ctx context.Context, sub *store.Subscription, r *spec.R
 	if err != nil {
 		if fe := fhir.AsError(err); fe != nil && fe.Status >= 400 && fe.Status < 500 && fe.Status != http.StatusTooManyRequests {
 			// Not found, input refused: running again changes nothing.
-			s.audit(ctx, sub, a, "8", "the Subscription's bot did not run: "+fe.Message)
+			s.audit(sub, a, "8", "the Subscription's bot did not run: "+fe.Message)
 			s.o.Observe("failed")
 			return nil
 		}
@@ -156,11 +156,11 @@ func (s *Service) postWebhook(ctx context.Context, sub *store.Subscription, r *s
 	body := spec.Body(false, a.Change.Interaction, resource)
 	why := s.post(ctx, sub.Meta.Project, r, a, body)
 	if why == "" {
-		s.audit(ctx, sub, a, "0", fmt.Sprintf("Attempt %d delivered", attempt))
+		s.audit(sub, a, "0", fmt.Sprintf("Attempt %d delivered", attempt))
 		s.o.Observe("delivered")
 		return nil
 	}
-	s.audit(ctx, sub, a, "4", fmt.Sprintf("Attempt %d: %s", attempt, why))
+	s.audit(sub, a, "4", fmt.Sprintf("Attempt %d: %s", attempt, why))
 	if attempt < maxAttempts {
 		s.o.Observe("retried")
 		return errors.New(why)

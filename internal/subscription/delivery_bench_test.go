@@ -29,6 +29,8 @@ func (c *countingBots) RunMessage(context.Context, botapi.Message) (*botrunner.R
 	return &botrunner.Result{Outcome: botrunner.OutcomeSuccess}, nil
 }
 
+func (c *countingBots) RecordAudit(*store.AuditEvent) {}
+
 // benchSubscriptions is the number of bot Subscriptions matching every
 // write, as in cmd/fhirgate-bench scenario 12.
 const benchSubscriptions = 5

@@ -37,11 +37,19 @@ type fixture struct {
 }
 
 // botRecorder stands in for botapi: it records the messages and, when
-// set, acts as the bot (with the run's context).
+// set, acts as the bot (with the run's context). It stores the delivery
+// AuditEvents in st at once (botapi batches them in the background).
 type botRecorder struct {
+	st   *store.Store
 	mu   sync.Mutex
 	runs []botapi.Message
 	act  func(ctx context.Context, m botapi.Message)
+}
+
+func (b *botRecorder) RecordAudit(ev *store.AuditEvent) {
+	if b.st != nil {
+		_ = b.st.Create(context.Background(), ev, store.PutOptions{})
+	}
 }
 
 func (b *botRecorder) RunMessage(ctx context.Context, m botapi.Message) (*botrunner.Result, error) {
@@ -92,7 +100,8 @@ func (loopbackClients) For(string) (*http.Client, error) {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{st: storetest.Open(t), fhir: subscriptiontest.NewFHIR(t), bots: &botRecorder{}}
+	f := &fixture{st: storetest.Open(t), fhir: subscriptiontest.NewFHIR(t)}
+	f.bots = &botRecorder{st: f.st}
 	ctx := context.Background()
 	idp := gatewaytest.IdentityProvider(t)
 	p := &store.Project{Name: "clinic"}

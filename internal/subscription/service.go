@@ -24,8 +24,6 @@ import (
 const (
 	// DefaultMaxDepth bounds a chain of bots triggering each other.
 	DefaultMaxDepth = 5
-	// DefaultAuditRetention is how long delivery AuditEvents are kept.
-	DefaultAuditRetention = 30 * 24 * time.Hour
 )
 
 // Backend reaches the FHIR backend as someone (gateway.Backend).
@@ -44,14 +42,13 @@ type HTTPClients interface {
 	For(projectID string) (*http.Client, error)
 }
 
-// BotRunner runs a bot on a message (botapi.API).
+// BotRunner runs a bot on a message, and records the AuditEvents of the
+// deliveries that are not bot runs (webhooks, a bot its trigger chain
+// stopped) the way a run's own is recorded: in the background, many per
+// store transaction, within the audit retention and the project's bot
+// records quota (botapi.API).
 type BotRunner interface {
 	RunMessage(ctx context.Context, m botapi.Message) (*botrunner.Result, error)
-}
-
-// AuditRecorder stores AuditEvents in the background, batched
-// (botapi.API's writer, which a bot run's own AuditEvent goes through).
-type AuditRecorder interface {
 	RecordAudit(ev *store.AuditEvent)
 }
 
@@ -73,22 +70,7 @@ type Options struct {
 	SyncTriggers bool
 	// MaxDepth bounds trigger chains. 0 means DefaultMaxDepth.
 	MaxDepth int
-	// AuditRetention is how long AuditEvents are kept. 0 means
-	// DefaultAuditRetention.
-	AuditRetention time.Duration
-	// AuditQuota and AuditDiskReserve bound the AuditEvents as the bot
-	// records of botapi are bounded (the project's quota, the disk's
-	// reserve); an event refused is logged instead. Zero means
-	// botapi.DefaultProjectRecordsMax and botapi.DefaultRecordsDiskReserve.
-	AuditQuota       int64
-	AuditDiskReserve uint64
-	// Audit, when set, records the delivery AuditEvents (webhooks, bots
-	// that did not run) in the background, many per store transaction,
-	// as bot runs' are; it then applies its own retention and bounds
-	// instead of the three above. Nil writes each in a store transaction
-	// of its own before the delivery ends.
-	Audit  AuditRecorder
-	Logger *zap.Logger
+	Logger   *zap.Logger
 	// Observe counts events: "queued", "delivered", "failed", "retried",
 	// "dropped", "lost".
 	Observe func(event string)
@@ -113,15 +95,6 @@ func New(o Options) (*Service, error) {
 	}
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = DefaultMaxDepth
-	}
-	if o.AuditRetention <= 0 {
-		o.AuditRetention = DefaultAuditRetention
-	}
-	if o.AuditQuota <= 0 {
-		o.AuditQuota = botapi.DefaultProjectRecordsMax
-	}
-	if o.AuditDiskReserve == 0 {
-		o.AuditDiskReserve = botapi.DefaultRecordsDiskReserve
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
