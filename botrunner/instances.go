@@ -2,7 +2,6 @@ package botrunner
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,8 +39,6 @@ type instancePool struct {
 	total   int                     // idle instances in all sets
 	busy    int                     // instances taken by get and not yet back
 	reaping bool
-
-	created atomic.Int64 // instances whose module was loaded, for tests
 }
 
 // instanceSet holds the idle instances of one bot version, all running code.

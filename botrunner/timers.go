@@ -94,8 +94,6 @@ type eventLoop struct {
 	wake    chan struct{}
 }
 
-var errTimerUncaught = errors.New("uncaught error in a timer callback")
-
 // timerSymbol holds a timer handle's id.
 var timerSymbol = goja.NewSymbol("timerId")
 

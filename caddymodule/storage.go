@@ -32,6 +32,3 @@ type backupKV interface {
 	Backup(w io.Writer) error
 	Restore(r io.Reader) error
 }
-
-// defaultStorageModule is the storage of an app that names none.
-const defaultStorageModule = "badger"

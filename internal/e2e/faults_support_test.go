@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -370,10 +369,4 @@ func errorLines(logs string) []string {
 		}
 	}
 	return out
-}
-
-// isTimeout tells whether err is a client-side timeout (a hang).
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded)
 }
