@@ -3,11 +3,13 @@ package subscription
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,16 +36,42 @@ type fixture struct {
 	token   string // a project admin's, full access
 	project string
 	bots    *botRecorder
+	q       *recordingQueue
+	// failSearch, when set, is the ordinal (from 1) of the count search
+	// the backend fails, once; searches counts them.
+	failSearch, searches atomic.Int32
+
+	mu     sync.Mutex
+	events map[string]int // Options.Observe's
+	lags   int            // Options.ObserveLag's calls
+}
+
+// observed returns how many times Options.Observe was told event.
+func (f *fixture) observed(event string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.events[event]
+}
+
+// lagsObserved returns how many lags Options.ObserveLag was told.
+func (f *fixture) lagsObserved() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lags
 }
 
 // botRecorder stands in for botapi: it records the messages and, when
-// set, acts as the bot (with the run's context). It stores the delivery
-// AuditEvents in st at once (botapi batches them in the background).
+// set, acts as the bot (with the run's context). refuse, when set, may
+// answer a message with the error of a bot that could not start (no run
+// recorded; tries counts them too). It stores the delivery AuditEvents
+// in st at once (botapi batches them in the background).
 type botRecorder struct {
-	st   *store.Store
-	mu   sync.Mutex
-	runs []botapi.Message
-	act  func(ctx context.Context, m botapi.Message)
+	st     *store.Store
+	mu     sync.Mutex
+	runs   []botapi.Message
+	tries  int
+	act    func(ctx context.Context, m botapi.Message)
+	refuse func(try int, m botapi.Message) error
 }
 
 func (b *botRecorder) RecordAudit(ev *store.AuditEvent) {
@@ -54,6 +82,15 @@ func (b *botRecorder) RecordAudit(ev *store.AuditEvent) {
 
 func (b *botRecorder) RunMessage(ctx context.Context, m botapi.Message) (*botrunner.Result, error) {
 	b.mu.Lock()
+	b.tries++
+	try, refuse := b.tries, b.refuse
+	b.mu.Unlock()
+	if refuse != nil {
+		if err := refuse(try, m); err != nil {
+			return nil, err
+		}
+	}
+	b.mu.Lock()
 	b.runs = append(b.runs, m)
 	act := b.act
 	b.mu.Unlock()
@@ -63,6 +100,13 @@ func (b *botRecorder) RunMessage(ctx context.Context, m botapi.Message) (*botrun
 	return &botrunner.Result{Outcome: botrunner.OutcomeSuccess}, nil
 }
 
+// triesSoFar returns how many messages it was given, refused included.
+func (b *botRecorder) triesSoFar() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tries
+}
+
 func (b *botRecorder) messages() []botapi.Message {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -70,10 +114,18 @@ func (b *botRecorder) messages() []botapi.Message {
 }
 
 // standInBackend reaches the stand-in directly, as the request-less
-// backend reaches the real one.
-type standInBackend struct{ base string }
+// backend reaches the real one. With f set, it fails f's failSearch.
+type standInBackend struct {
+	base string
+	f    *fixture
+}
 
 func (s standInBackend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error) {
+	if s.f != nil && query.Get("_summary") == "count" {
+		if n := s.f.searches.Add(1); n == s.f.failSearch.Load() {
+			return nil, errors.New("the backend's search failed")
+		}
+	}
 	u := s.base + "/fhir/R4/" + strings.TrimPrefix(path, "/")
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -100,7 +152,7 @@ func (loopbackClients) For(string) (*http.Client, error) {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{st: storetest.Open(t), fhir: subscriptiontest.NewFHIR(t)}
+	f := &fixture{st: storetest.Open(t), fhir: subscriptiontest.NewFHIR(t), events: map[string]int{}}
 	f.bots = &botRecorder{st: f.st}
 	ctx := context.Background()
 	idp := gatewaytest.IdentityProvider(t)
@@ -119,13 +171,24 @@ func newFixture(t *testing.T) *fixture {
 	auth := gatewaytest.OAuth(t, f.st)
 	f.token = gatewaytest.AccessToken(t, auth, client.ID, "alice")
 
-	q := kvqueue.New(f.st.KV(), queue.Options{Backoff: func(int) time.Duration { return 20 * time.Millisecond }, PollInterval: 20 * time.Millisecond}, nil)
+	q := &recordingQueue{Queue: kvqueue.New(f.st.KV(), queue.Options{Backoff: func(int) time.Duration { return 20 * time.Millisecond }, PollInterval: 20 * time.Millisecond}, nil)}
+	f.q = q
 	jobs, err := RegisterJobs(q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.svc, err = New(Options{Store: f.st, Queue: q, Bots: f.bots, HTTPClients: loopbackClients{},
-		Backends: func(context.Context, *oauth.Identity) (Backend, error) { return standInBackend{f.fhir.URL}, nil }})
+		Backends: func(context.Context, *oauth.Identity) (Backend, error) { return standInBackend{f.fhir.URL, f}, nil },
+		Observe: func(event string) {
+			f.mu.Lock()
+			f.events[event]++
+			f.mu.Unlock()
+		},
+		ObserveLag: func(time.Duration) {
+			f.mu.Lock()
+			f.lags++
+			f.mu.Unlock()
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
