@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/subscription/spec"
@@ -13,19 +14,22 @@ import (
 // and a minute's wait for a run slot, as botapi bounds an async run.
 const botRunBound = time.Duration(store.MaxBotTimeout)*time.Second + time.Minute
 
-// inlineBotRuns is how many bot deliveries a trigger runs itself however
-// long each takes (deliverBots hands the rest over to DeliverKind jobs
-// when less than botRunBound is left): as many as the bench's write
-// matches (cmd/fhirgate-bench scenario 12).
+// inlineBotRuns is how many bot deliveries at the default bot timeout a
+// trigger has time for, besides the longest one: as many as a write
+// matches in the bench (cmd/fhirgate-bench scenario 12).
 const inlineBotRuns = 5
 
-// triggerTimeout bounds a trigger job: its matching, then inlineBotRuns
-// of the longest bot runs one after another, so that the deadline never
-// cuts a run short (a run stopped by it would be recorded as failed, not
-// retried). Bots usually take milliseconds; the bound is that long
-// because a Bot may take 15 minutes. On PostgreSQL it is also the lease:
-// a trigger whose replica died runs again elsewhere once it runs out.
-const triggerTimeout = inlineBotRuns*botRunBound + time.Minute
+// triggerTimeout bounds a trigger job: a minute for its matching, then
+// its bot deliveries one after another. A bot starts only while
+// botRunBound is left (deliverBots hands the rest over to DeliverKind
+// jobs), so the deadline never cuts a run short, which would record it
+// as failed, not retry it. Bots run for milliseconds to the default
+// bot_timeout (10 s, with up to bot_queue_timeout, 1 s, for a slot) and
+// a Bot may set up to 15 minutes: the bound holds inlineBotRuns runs at
+// the default and the longest one, and not five of the longest, because
+// on PostgreSQL it is also the lease, how long a trigger whose replica
+// died waits to run again elsewhere (an async run's is 16 minutes).
+const triggerTimeout = time.Minute + inlineBotRuns*(botrunner.DefaultTimeout+botrunner.DefaultQueueTimeout) + botRunBound
 
 // botDelivery is a match for a bot Subscription, to run by its trigger.
 type botDelivery struct {
