@@ -20,14 +20,17 @@ import (
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/queue/kvqueue"
+	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/subscription/subscriptiontest"
 )
 
 // fixture is the engine behind the real gateway (served over loopback
 // HTTP, real OAuth) in front of the searching FHIR stand-in, on a real
-// Badger store and queue. Bots are recorded by botRecorder.
+// store and queue: Badger's with the store's, or PostgreSQL with River. Bots are recorded by botRecorder.
 type fixture struct {
 	st      *store.Store
 	svc     *Service
@@ -150,9 +153,38 @@ func (loopbackClients) For(string) (*http.Client, error) {
 	return &http.Client{Timeout: 10 * time.Second}, nil
 }
 
+// newFixture is the fixture on Badger with the store's queue.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{st: storetest.Open(t), fhir: subscriptiontest.NewFHIR(t), events: map[string]int{}}
+	return newFixtureOn(t, false)
+}
+
+// onBothStores runs test on a fixture on Badger with the store's queue,
+// then on one on PostgreSQL with River's.
+func onBothStores(t *testing.T, test func(t *testing.T, f *fixture)) {
+	t.Run("badger", func(t *testing.T) { test(t, newFixtureOn(t, false)) })
+	t.Run("postgres", func(t *testing.T) { test(t, newFixtureOn(t, true)) })
+}
+
+func newFixtureOn(t *testing.T, postgres bool) *fixture {
+	t.Helper()
+	f := &fixture{fhir: subscriptiontest.NewFHIR(t), events: map[string]int{}}
+	qo := queue.Options{Backoff: func(int) time.Duration { return 20 * time.Millisecond }, PollInterval: 20 * time.Millisecond}
+	var inner queue.Queue
+	if postgres {
+		kv, err := pgkv.Open(context.Background(), pgkv.Options{DSN: pgkvtest.DSN(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kv.Close() })
+		f.st = store.New(kv, store.Options{})
+		if inner, err = riverqueue.New(context.Background(), kv.Pool(), pgkv.PgxTx, qo, nil); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		f.st = storetest.Open(t)
+		inner = kvqueue.New(f.st.KV(), qo, nil)
+	}
 	f.bots = &botRecorder{st: f.st}
 	ctx := context.Background()
 	idp := gatewaytest.IdentityProvider(t)
@@ -171,7 +203,7 @@ func newFixture(t *testing.T) *fixture {
 	auth := gatewaytest.OAuth(t, f.st)
 	f.token = gatewaytest.AccessToken(t, auth, client.ID, "alice")
 
-	q := &recordingQueue{Queue: kvqueue.New(f.st.KV(), queue.Options{Backoff: func(int) time.Duration { return 20 * time.Millisecond }, PollInterval: 20 * time.Millisecond}, nil)}
+	q := &recordingQueue{Queue: inner}
 	f.q = q
 	jobs, err := RegisterJobs(q)
 	if err != nil {
