@@ -213,3 +213,47 @@ func TestBotsLeftWhenTheTriggersTimeRunsShortGoToDeliveryJobs(t *testing.T) {
 		}
 	})
 }
+
+func TestTriggerWhoseBotRetryCannotBeEnqueuedRunsAgain(t *testing.T) {
+	onBothStores(t, func(t *testing.T, f *fixture) {
+		f.subscribe(t, "Patient", "Bot/b1", nil)
+		f.bots.refuse = func(try int, _ botapi.Message) error {
+			if try == 1 {
+				return errBusy
+			}
+			return nil
+		}
+		f.q.failBatches.Store(1) // the retry's enqueue
+		f.createPatient(t)
+		f.onlyTrigger(t)
+		attempts := f.q.attemptsOf(TriggerKind)
+		if len(attempts) != 2 || attempts[0].Err == nil || attempts[1].Err != nil {
+			t.Fatalf("trigger attempts %+v", attempts)
+		}
+		// The second attempt ran the bot itself.
+		if runs, jobs := len(f.bots.messages()), f.q.jobs(DeliverKind); runs != 1 || len(jobs) != 0 {
+			t.Fatalf("%d runs, delivery jobs %+v", runs, jobs)
+		}
+	})
+}
+
+func TestDeliveryJobWithoutAttemptedRunsAsTheFirstAttempt(t *testing.T) {
+	onBothStores(t, func(t *testing.T, f *fixture) {
+		sub := f.subscribe(t, "Patient", "Bot/b1", nil)
+		// A delivery job as a trigger enqueued it before bots ran inline:
+		// no "attempted"; it delivers the version it carries, first attempt.
+		raw := `{"subscription":"` + sub.ID + `","route":"r","writer":{"project":"` + f.project + `","profile":"Practitioner/alice"},"at":"` + time.Now().Format(time.RFC3339Nano) + `",` +
+			`"change":{"interaction":"create","type":"Patient","id":"old","version":"1","resource":{"resourceType":"Patient","id":"old"}}}`
+		if _, err := f.q.Enqueue(context.Background(), queue.Job{Kind: DeliverKind, Args: json.RawMessage(raw), MaxAttempts: botDeliverAttempts}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the delivery", func() bool { return len(f.bots.messages()) == 1 })
+		if m := f.bots.messages()[0]; !strings.Contains(string(m.Body), `"old"`) {
+			t.Fatalf("delivered %s", m.Body)
+		}
+		eventually(t, "the delivery job's attempt", func() bool { return len(f.q.attemptsOf(DeliverKind)) == 1 })
+		if lags := f.lagsObserved(); lags != 1 {
+			t.Fatalf("%d lags observed", lags)
+		}
+	})
+}

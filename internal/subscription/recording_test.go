@@ -3,8 +3,10 @@ package subscription
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fhirgate/fhirgate/internal/queue"
@@ -14,12 +16,14 @@ import (
 // and each attempt its workers returned from, so that a test knows
 // which jobs exist and how they ran. returned, when set, is told of each
 // attempt as its worker returns (before the queue records the outcome).
+// failBatches is how many EnqueueBatch calls to come fail.
 type recordingQueue struct {
 	queue.Queue
-	mu       sync.Mutex
-	enqueued []enqueuedJob
-	attempts []attempt
-	returned func(d *queue.Delivery, err error)
+	mu          sync.Mutex
+	enqueued    []enqueuedJob
+	attempts    []attempt
+	returned    func(d *queue.Delivery, err error)
+	failBatches atomic.Int32
 }
 
 // enqueuedJob is a job enqueued; ID is known for Enqueue's only.
@@ -64,6 +68,9 @@ func (q *recordingQueue) Enqueue(ctx context.Context, j queue.Job) (queue.Enqueu
 
 // EnqueueBatch implements queue.Queue.
 func (q *recordingQueue) EnqueueBatch(ctx context.Context, jobs []queue.Job) error {
+	if q.failBatches.Add(-1) >= 0 {
+		return errors.New("the queue's store is unavailable")
+	}
 	err := q.Queue.EnqueueBatch(ctx, jobs)
 	if err == nil {
 		q.mu.Lock()
