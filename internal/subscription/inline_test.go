@@ -18,6 +18,15 @@ import (
 // errBusy is what botapi answers for a bot that could not start.
 var errBusy = &fhir.Error{Status: http.StatusTooManyRequests, Message: "too many bot runs in progress; retry shortly"}
 
+// refuseFirst is a botRecorder's refuse: the first message finds the
+// bot busy, the others run.
+func refuseFirst(try int, _ botapi.Message) error {
+	if try == 1 {
+		return errBusy
+	}
+	return nil
+}
+
 // createPatient writes a Patient through the gateway and returns its id.
 func (f *fixture) createPatient(t *testing.T) string {
 	t.Helper()
@@ -88,12 +97,7 @@ func TestWebhooksStillGoThroughDeliveryJobs(t *testing.T) {
 func TestBotThatCannotStartIsDeliveredByAJobFromTheSecondAttempt(t *testing.T) {
 	onBothStores(t, func(t *testing.T, f *fixture) {
 		f.subscribe(t, "Patient", "Bot/b1", nil)
-		f.bots.refuse = func(try int, _ botapi.Message) error {
-			if try == 1 {
-				return errBusy
-			}
-			return nil
-		}
+		f.bots.refuse = refuseFirst
 		f.createPatient(t)
 		eventually(t, "the retried delivery", func() bool { return len(f.bots.messages()) == 1 })
 		jobs := f.q.jobs(DeliverKind)
@@ -217,12 +221,7 @@ func TestBotsLeftWhenTheTriggersTimeRunsShortGoToDeliveryJobs(t *testing.T) {
 func TestTriggerWhoseBotRetryCannotBeEnqueuedRunsAgain(t *testing.T) {
 	onBothStores(t, func(t *testing.T, f *fixture) {
 		f.subscribe(t, "Patient", "Bot/b1", nil)
-		f.bots.refuse = func(try int, _ botapi.Message) error {
-			if try == 1 {
-				return errBusy
-			}
-			return nil
-		}
+		f.bots.refuse = refuseFirst
 		f.q.failBatches.Store(1) // the retry's enqueue
 		f.createPatient(t)
 		f.onlyTrigger(t)
