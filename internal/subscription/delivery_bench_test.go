@@ -37,12 +37,12 @@ const benchSubscriptions = 5
 
 // BenchmarkDeliveryPath measures the engine's bookkeeping per delivery
 // on Badger with the store's queue, started: a watched create enqueues
-// its trigger, the trigger job matches 5 bot Subscriptions and enqueues 5
-// delivery jobs, each delivery job runs the bot (a stand-in that returns
-// at once: the run itself is botapi's, BenchmarkExecute). Up to 16 writes
-// are in flight, as under a steady stream. One op is one delivery;
-// cpu-µs/delivery is the process's CPU time (user + system, all
-// goroutines, Badger's included).
+// its trigger, the trigger job matches 5 bot Subscriptions and runs the
+// 5 bots (a stand-in that returns at once: the run itself is botapi's,
+// BenchmarkExecute), one trigger job's enqueue, claim and outcome for the
+// 5. Up to 16 writes are in flight, as under a steady stream. One op is
+// one delivery; cpu-µs/delivery is the process's CPU time (user +
+// system, all goroutines, Badger's included).
 func BenchmarkDeliveryPath(b *testing.B) {
 	ctx := context.Background()
 	st := storetest.Open(b)

@@ -15,10 +15,14 @@
 //  3. TriggerKind worker: each change is matched against the project's
 //     active Subscriptions (criteria parameters decided by the backend
 //     with a count-only search; the author must be allowed to read the
-//     resource), and each match is enqueued as a DeliverKind job.
-//  4. DeliverKind worker: the triggering version is delivered to the bot
-//     (botapi's RunMessage) or the URL (POST, signed, retried up to the
-//     Subscription's max attempts, then the Subscription is switched off).
+//     resource). Once all are matched, each webhook match is enqueued as
+//     a DeliverKind job, and the bot matches are delivered there and then
+//     (botapi's RunMessage), one after another: the first attempt of each.
+//     A bot that could not start is enqueued as a DeliverKind job from
+//     its second attempt on. A rescued trigger delivers its bots again.
+//  4. DeliverKind worker: the triggering version is delivered to the URL
+//     (POST, signed, retried up to the Subscription's max attempts, then
+//     the Subscription is switched off) or the bot.
 //
 // Writes a triggered bot makes carry the chain depth (WithDepth): a
 // delivery deeper than Options.MaxDepth is dropped with an AuditEvent.

@@ -3,11 +3,13 @@ package subscription
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,14 +20,17 @@ import (
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/queue/kvqueue"
+	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
 	"github.com/fhirgate/fhirgate/internal/store"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv"
+	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 	"github.com/fhirgate/fhirgate/internal/subscription/subscriptiontest"
 )
 
 // fixture is the engine behind the real gateway (served over loopback
 // HTTP, real OAuth) in front of the searching FHIR stand-in, on a real
-// Badger store and queue. Bots are recorded by botRecorder.
+// store and queue: Badger's with the store's, or PostgreSQL with River. Bots are recorded by botRecorder.
 type fixture struct {
 	st      *store.Store
 	svc     *Service
@@ -34,16 +39,42 @@ type fixture struct {
 	token   string // a project admin's, full access
 	project string
 	bots    *botRecorder
+	q       *recordingQueue
+	// failSearch, when set, is the ordinal (from 1) of the count search
+	// the backend fails, once; searches counts them.
+	failSearch, searches atomic.Int32
+
+	mu     sync.Mutex
+	events map[string]int // Options.Observe's
+	lags   int            // Options.ObserveLag's calls
+}
+
+// observed returns how many times Options.Observe was told event.
+func (f *fixture) observed(event string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.events[event]
+}
+
+// lagsObserved returns how many lags Options.ObserveLag was told.
+func (f *fixture) lagsObserved() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lags
 }
 
 // botRecorder stands in for botapi: it records the messages and, when
-// set, acts as the bot (with the run's context). It stores the delivery
-// AuditEvents in st at once (botapi batches them in the background).
+// set, acts as the bot (with the run's context). refuse, when set, may
+// answer a message with the error of a bot that could not start (no run
+// recorded; tries counts them too). It stores the delivery AuditEvents
+// in st at once (botapi batches them in the background).
 type botRecorder struct {
-	st   *store.Store
-	mu   sync.Mutex
-	runs []botapi.Message
-	act  func(ctx context.Context, m botapi.Message)
+	st     *store.Store
+	mu     sync.Mutex
+	runs   []botapi.Message
+	tries  int
+	act    func(ctx context.Context, m botapi.Message)
+	refuse func(try int, m botapi.Message) error
 }
 
 func (b *botRecorder) RecordAudit(ev *store.AuditEvent) {
@@ -54,6 +85,15 @@ func (b *botRecorder) RecordAudit(ev *store.AuditEvent) {
 
 func (b *botRecorder) RunMessage(ctx context.Context, m botapi.Message) (*botrunner.Result, error) {
 	b.mu.Lock()
+	b.tries++
+	try, refuse := b.tries, b.refuse
+	b.mu.Unlock()
+	if refuse != nil {
+		if err := refuse(try, m); err != nil {
+			return nil, err
+		}
+	}
+	b.mu.Lock()
 	b.runs = append(b.runs, m)
 	act := b.act
 	b.mu.Unlock()
@@ -63,6 +103,13 @@ func (b *botRecorder) RunMessage(ctx context.Context, m botapi.Message) (*botrun
 	return &botrunner.Result{Outcome: botrunner.OutcomeSuccess}, nil
 }
 
+// triesSoFar returns how many messages it was given, refused included.
+func (b *botRecorder) triesSoFar() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tries
+}
+
 func (b *botRecorder) messages() []botapi.Message {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -70,10 +117,18 @@ func (b *botRecorder) messages() []botapi.Message {
 }
 
 // standInBackend reaches the stand-in directly, as the request-less
-// backend reaches the real one.
-type standInBackend struct{ base string }
+// backend reaches the real one. With f set, it fails f's failSearch.
+type standInBackend struct {
+	base string
+	f    *fixture
+}
 
 func (s standInBackend) Do(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*gateway.BackendResponse, error) {
+	if s.f != nil && query.Get("_summary") == "count" {
+		if n := s.f.searches.Add(1); n == s.f.failSearch.Load() {
+			return nil, errors.New("the backend's search failed")
+		}
+	}
 	u := s.base + "/fhir/R4/" + strings.TrimPrefix(path, "/")
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -98,9 +153,38 @@ func (loopbackClients) For(string) (*http.Client, error) {
 	return &http.Client{Timeout: 10 * time.Second}, nil
 }
 
+// newFixture is the fixture on Badger with the store's queue.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{st: storetest.Open(t), fhir: subscriptiontest.NewFHIR(t)}
+	return newFixtureOn(t, false)
+}
+
+// onBothStores runs test on a fixture on Badger with the store's queue,
+// then on one on PostgreSQL with River's.
+func onBothStores(t *testing.T, test func(t *testing.T, f *fixture)) {
+	t.Run("badger", func(t *testing.T) { test(t, newFixtureOn(t, false)) })
+	t.Run("postgres", func(t *testing.T) { test(t, newFixtureOn(t, true)) })
+}
+
+func newFixtureOn(t *testing.T, postgres bool) *fixture {
+	t.Helper()
+	f := &fixture{fhir: subscriptiontest.NewFHIR(t), events: map[string]int{}}
+	qo := queue.Options{Backoff: func(int) time.Duration { return 20 * time.Millisecond }, PollInterval: 20 * time.Millisecond}
+	var inner queue.Queue
+	if postgres {
+		kv, err := pgkv.Open(context.Background(), pgkv.Options{DSN: pgkvtest.DSN(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kv.Close() })
+		f.st = store.New(kv, store.Options{})
+		if inner, err = riverqueue.New(context.Background(), kv.Pool(), pgkv.PgxTx, qo, nil); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		f.st = storetest.Open(t)
+		inner = kvqueue.New(f.st.KV(), qo, nil)
+	}
 	f.bots = &botRecorder{st: f.st}
 	ctx := context.Background()
 	idp := gatewaytest.IdentityProvider(t)
@@ -119,13 +203,24 @@ func newFixture(t *testing.T) *fixture {
 	auth := gatewaytest.OAuth(t, f.st)
 	f.token = gatewaytest.AccessToken(t, auth, client.ID, "alice")
 
-	q := kvqueue.New(f.st.KV(), queue.Options{Backoff: func(int) time.Duration { return 20 * time.Millisecond }, PollInterval: 20 * time.Millisecond}, nil)
+	q := &recordingQueue{Queue: inner}
+	f.q = q
 	jobs, err := RegisterJobs(q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.svc, err = New(Options{Store: f.st, Queue: q, Bots: f.bots, HTTPClients: loopbackClients{},
-		Backends: func(context.Context, *oauth.Identity) (Backend, error) { return standInBackend{f.fhir.URL}, nil }})
+		Backends: func(context.Context, *oauth.Identity) (Backend, error) { return standInBackend{f.fhir.URL, f}, nil },
+		Observe: func(event string) {
+			f.mu.Lock()
+			f.events[event]++
+			f.mu.Unlock()
+		},
+		ObserveLag: func(time.Duration) {
+			f.mu.Lock()
+			f.lags++
+			f.mu.Unlock()
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

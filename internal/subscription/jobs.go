@@ -18,9 +18,11 @@ import (
 
 // Job kinds.
 const (
-	// TriggerKind matches one write's changes against the Subscriptions.
+	// TriggerKind matches one write's changes against the Subscriptions,
+	// runs the bots of the matches and enqueues the rest as DeliverKind.
 	TriggerKind = "subscription.trigger"
-	// DeliverKind delivers one change to one Subscription.
+	// DeliverKind delivers one change to one Subscription: a webhook, or a
+	// bot its trigger could not start.
 	DeliverKind = "subscription.deliver"
 	// botDeliverAttempts bounds the attempts to start a bot (a bot that
 	// ran and failed is not retried).
@@ -37,7 +39,7 @@ type Jobs struct {
 // RegisterJobs registers the job kinds on q.
 func RegisterJobs(q queue.Queue) (*Jobs, error) {
 	j := &Jobs{}
-	if err := q.Register(TriggerKind, j.trigger, queue.KindOptions{MaxAttempts: 10}); err != nil {
+	if err := q.Register(TriggerKind, j.trigger, queue.KindOptions{MaxAttempts: 10, Timeout: triggerTimeout}); err != nil {
 		return nil, err
 	}
 	if err := q.Register(DeliverKind, j.deliver, queue.KindOptions{MaxAttempts: spec.MaxMaxAttempts, Timeout: 15 * time.Minute}); err != nil {
@@ -75,7 +77,8 @@ func (j *Jobs) deliver(ctx context.Context, d *queue.Delivery) error {
 	if err := json.Unmarshal(d.Args, &a); err != nil {
 		return nil
 	}
-	return s.deliver(ctx, &a, d.Attempt, d.MaxAttempts)
+	// A retry of a bot delivery its trigger attempted goes on counting.
+	return s.deliver(ctx, &a, d.Attempt+a.Attempted, d.MaxAttempts+a.Attempted)
 }
 
 // writer is the identity that made a write, kept in the jobs.
@@ -116,16 +119,23 @@ type deliverArgs struct {
 	Depth        int         `json:"depth,omitempty"`
 	Trace        string      `json:"trace,omitempty"`
 	At           time.Time   `json:"at"`
+	// Attempted counts the attempts made before this job's: 1 for a bot
+	// delivery its trigger tried and could not start (deliverBots), so
+	// that the job's first run is attempt 2.
+	Attempted int `json:"attempted,omitempty"`
 }
 
-// match evaluates each change against the project's active rules and
-// enqueues a delivery per match, the deliveries of a trigger together.
+// match evaluates every change against the project's active rules, then
+// delivers the matches: webhooks through DeliverKind jobs (they wait on
+// networks), bots here (deliverBots). All the matching comes first, so a
+// matching error (the trigger is retried) has delivered nothing yet.
 func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 	rules, err := s.rules.active(ctx, a.Project)
 	if err != nil {
 		return err
 	}
-	var jobs []queue.Job
+	var hooks []queue.Job
+	var bots []botDelivery
 	for _, c := range a.Changes {
 		for _, r := range rules {
 			if r.Criteria.Type != c.Type || !r.Triggers(c.Interaction) {
@@ -133,28 +143,47 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 			}
 			ok, err := s.matches(ctx, a, r, &c)
 			if err != nil {
-				return err // retried; deliveries already enqueued are unique
+				return err
 			}
 			if !ok {
 				continue
 			}
 			da := deliverArgs{Subscription: r.ID, Route: a.Route, Writer: a.Writer, Change: c, Depth: a.Depth, Trace: a.Trace, At: a.At}
-			raw, err := json.Marshal(da)
+			if r.Endpoint.Bot != "" {
+				bots = append(bots, botDelivery{rule: r, args: da})
+				continue
+			}
+			j, err := deliveryJob(r, &da)
 			if err != nil {
 				return err
 			}
-			attempts := r.MaxAttempts
-			if r.Endpoint.Bot != "" {
-				attempts = botDeliverAttempts
-			}
-			key := fmt.Sprintf("%s|%s|%s|%s|%s", r.ID, c.Interaction, c.Ref(), c.Version, a.Route)
-			// Deferred: the trigger completes after this commit, so a
-			// crash of the machine that loses the deliveries loses its
-			// outcome too, and it runs again.
-			jobs = append(jobs, queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts, Deferred: true})
+			hooks = append(hooks, j)
 		}
 	}
-	return s.enqueueAll(ctx, jobs)
+	if err := s.enqueueAll(ctx, hooks); err != nil {
+		return err // retried; the deliveries already enqueued are unique
+	}
+	return s.deliverBots(ctx, bots)
+}
+
+// deliveryJob is the DeliverKind job of a delivery. It is unique per
+// Subscription, resource version and write, so a trigger run again does
+// not enqueue it twice.
+func deliveryJob(r *spec.Rule, a *deliverArgs) (queue.Job, error) {
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return queue.Job{}, err
+	}
+	attempts := r.MaxAttempts
+	if r.Endpoint.Bot != "" {
+		attempts = botDeliverAttempts - a.Attempted
+	}
+	c := &a.Change
+	key := fmt.Sprintf("%s|%s|%s|%s|%s", r.ID, c.Interaction, c.Ref(), c.Version, a.Route)
+	// Deferred: the trigger completes after this commit, so a crash of
+	// the machine that loses the deliveries loses its outcome too, and it
+	// runs again.
+	return queue.Job{Kind: DeliverKind, Args: raw, UniqueKey: key, MaxAttempts: attempts, Deferred: true}, nil
 }
 
 // enqueueBatch bounds the jobs enqueued in one commit (a store
