@@ -29,6 +29,8 @@
   const SEGS = Symbol('hl7.segments');
   const FIELDS = Symbol('hl7.fields');
   const COMPS = Symbol('hl7.components');
+  const SEGCTX = Symbol('hl7.segmentContext'); // the context of a Go-built ACK's segments
+  const CTX0 = Symbol('hl7.parsedContext'); // the context a Go-backed message was made with
 
   // split is String.prototype.split that treats an empty separator (a
   // delimiter the message did not declare) as "no separator".
@@ -167,7 +169,7 @@
       if (typeof index !== 'string') {
         return undefined;
       }
-      const ctx = this.context;
+      const ctx = segmentContext(this);
       const i = native.find(this[GO], index, ctx.repetitionSeparator, ctx.componentSeparator);
       return i < 0 ? undefined : lazySegment(this, i, index);
     }
@@ -186,7 +188,7 @@
       if (typeof name !== 'string') {
         return out;
       }
-      const ctx = this.context;
+      const ctx = segmentContext(this);
       const found = native.findAll(this[GO], name, ctx.repetitionSeparator, ctx.componentSeparator);
       for (let i = 0; i < found.length; i++) {
         out.push(lazySegment(this, found[i], name));
@@ -213,33 +215,25 @@
     buildAck(options) {
       const now = new Date();
       const msh = this.getSegment('MSH');
-      const field = (i) => msh?.getField(i)?.toString() ?? '';
       const ackCode = options?.ackCode ?? 'AA';
       const text = ACK_TEXT[ackCode];
       if (typeof text !== 'string') {
         throw new TypeError('Invalid ackCode: ' + ackCode);
       }
-      return new Hl7Message([
-        new Hl7Segment(
-          [
-            'MSH',
-            this.context.getMsh2(),
-            field(5),
-            field(6),
-            field(3),
-            field(4),
-            native.formatDateTime(now.getTime()),
-            '',
-            ackMessageType(msh, this.context),
-            native.controlId(now.getTime()),
-            'P',
-            field(12) || '2.5.1',
-          ],
-          this.context
-        ),
-        new Hl7Segment(['MSA', ackCode, field(10), text], this.context),
-        ...(options?.errSegment ? [options.errSegment] : []),
-      ]);
+      if (!asParsed(this, msh)) {
+        return ackFromFields(msh, this.context, now, ackCode, text, () => (options?.errSegment ? [options.errSegment] : []));
+      }
+      // The message and its MSH read as parsed, through hl7.js's own methods: Go builds the
+      // same ACK text without a JavaScript object per field, and the result is Go-backed, so
+      // a bot returning it is answered without serialising and parsing it again.
+      const errs = options?.errSegment ? [options.errSegment] : [];
+      if (errs.length === 0) {
+        const r = native.ack(this[GO], ackCode, now.getTime());
+        if (r !== undefined) {
+          return ackFromGo(r[0], r[1], this.context);
+        }
+      }
+      return ackFromFields(msh, this.context, now, ackCode, text, () => errs);
     }
 
     setSegment(index, segment) {
@@ -278,17 +272,92 @@
 
   function messageFromGo(handle, text, msh1, msh2) {
     const msg = Object.create(Hl7Message.prototype);
-    msg.context = new Hl7Context('\r', msh1, msh2.charAt(0), msh2.charAt(1), msh2.charAt(2), msh2.charAt(3));
+    msg.context = msg[CTX0] = new Hl7Context('\r', msh1, msh2.charAt(0), msh2.charAt(1), msh2.charAt(2), msh2.charAt(3));
     msg[GO] = handle;
     msg[SRC] = text;
     return msg;
+  }
+
+  // ackFromFields is buildAck's ACK of the message whose MSH is msh, read field by field:
+  // Medplum's buildAck. errs returns the segments to append after MSA.
+  function ackFromFields(msh, ctx, now, ackCode, text, errs) {
+    const field = (i) => msh?.getField(i)?.toString() ?? '';
+    return new Hl7Message([
+      new Hl7Segment(
+        [
+          'MSH',
+          ctx.getMsh2(),
+          field(5),
+          field(6),
+          field(3),
+          field(4),
+          native.formatDateTime(now.getTime()),
+          '',
+          ackMessageType(msh, ctx),
+          native.controlId(now.getTime()),
+          'P',
+          field(12) || '2.5.1',
+        ],
+        ctx
+      ),
+      new Hl7Segment(['MSA', ackCode, field(10), text], ctx),
+      ...errs(),
+    ]);
+  }
+
+  // ackFromGo is the ACK Go built (handle and text) as ackFromFields would give it: a message
+  // with a default context whose segments have ctx, the original message's.
+  function ackFromGo(handle, text, ctx) {
+    const msg = Object.create(Hl7Message.prototype);
+    msg.context = new Hl7Context();
+    msg[SEGCTX] = ctx;
+    msg[GO] = handle;
+    msg[SRC] = text;
+    return msg;
+  }
+
+  // asParsed reports whether what ackFromFields reads of msg and its MSH (msh) is what Go
+  // parsed: msg is Go-backed and unchanged, its context is the one it was parsed with (four
+  // encoding characters, as on the wire), and the methods and accessors ackFromFields calls are
+  // hl7.js's own. It runs no code of the bot's (no getters, traps or Symbol.hasInstance): it
+  // reads only objects hl7.js made.
+  function asParsed(msg, msh) {
+    const ctx = msg.context;
+    if (msg[GO] === undefined || msg[SEGS] !== undefined || ctx !== msg[CTX0] || !pristine(msg[KIDS])) {
+      return false;
+    }
+    if (msh === undefined || msh.context !== ctx || msh.getField !== ownGetField || ctx.getMsh2 !== ownGetMsh2) {
+      return false;
+    }
+    const msh2 = ctx.getMsh2();
+    if (typeof msh2 !== 'string' || msh2.length !== 4 || !msg[SRC].startsWith('MSH' + ctx.fieldSeparator + msh2 + ctx.fieldSeparator)) {
+      return false;
+    }
+    const comps = Object.getOwnPropertyDescriptor(Hl7Field.prototype, 'components');
+    if (Hl7Field.prototype.toString !== ownFieldToString || comps === undefined || comps.get !== ownComponents) {
+      return false;
+    }
+    const kids = msh[KIDS];
+    for (let i = 0; kids !== undefined && i < kids.length; i++) {
+      const f = kids[i];
+      if (f !== undefined && (Object.getPrototypeOf(f) !== Hl7Field.prototype || Object.getOwnPropertyNames(f).length !== 1)) {
+        return false; // a field handed out earlier has properties of its own beyond its context
+      }
+    }
+    return true;
+  }
+
+  // segmentContext is the context of the segments made from msg's text: a Go-built ACK's is
+  // the acknowledged message's, as for the segments buildAck constructs, and otherwise msg's.
+  function segmentContext(msg) {
+    return msg[SEGCTX] ?? msg.context;
   }
 
   // messageSegments returns msg's segments array, building it on first use.
   function messageSegments(msg) {
     let segs = msg[SEGS];
     if (segs === undefined) {
-      const ctx = msg.context;
+      const ctx = segmentContext(msg);
       const lines = msg[SRC].split('\r');
       const names = native.names(msg[GO], ctx.repetitionSeparator, ctx.componentSeparator);
       const kids = msg[KIDS];
@@ -312,7 +381,7 @@
       if (line === undefined) {
         return undefined;
       }
-      const ctx = msg.context;
+      const ctx = segmentContext(msg);
       seg = kids[i] = segmentFromText(line, name ?? segmentName(line, ctx), ctx);
     }
     return seg;
@@ -599,6 +668,12 @@
     }
     return native.formatDateTime(ms);
   }
+
+  // What asParsed compares with: hl7.js's own methods and accessor.
+  const ownGetMsh2 = Hl7Context.prototype.getMsh2;
+  const ownGetField = Hl7Segment.prototype.getField;
+  const ownFieldToString = Hl7Field.prototype.toString;
+  const ownComponents = Object.getOwnPropertyDescriptor(Hl7Field.prototype, 'components').get;
 
   return {
     Hl7Context,
