@@ -161,6 +161,8 @@ func TestBuildAckHonoursBotMethods(t *testing.T) {
 		{"as parsed", ``, msh3 + ` + ' ' + ` + msh9, `"RECVAPP ACK^A01^ACK"`},
 		{"field toString replaced", `Hl7Field.prototype.toString = function () { return 'X'; };`, `a.toString().split('|')[2]`, `"X"`},
 		{"segment getField replaced", `const g = Hl7Segment.prototype.getField; Hl7Segment.prototype.getField = function (i) { return i === 5 ? Hl7Field.parse('Y') : g.call(this, i); };`, msh3, `"Y"`},
+		{"getSegment replaced", `const g = Hl7Message.prototype.getSegment; Hl7Message.prototype.getSegment = function (n) { return n === 'MSH' ? Hl7Segment.parse('MSH|^~\\&|A|B|SEG5') : g.call(this, n); };`, msh3, `"SEG5"`},
+		{"context of the cached MSH replaced", `m.getSegment('MSH').context = new Hl7Context('\r', '#');`, msh3, `""`},
 		{"getField of the cached MSH replaced", `m.getSegment('MSH').getField = () => Hl7Field.parse('Z');`, msh3, `"Z"`},
 		{"a cached field with its own toString", `m.getSegment('MSH').getField(5).toString = () => 'W';`, msh3, `"W"`},
 		{"context replaced", `m.context = new Hl7Context(); m.context.getMsh2 = () => 'Q~\\&';`, msh2, `"Q~\\&"`},

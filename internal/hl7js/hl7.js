@@ -96,6 +96,9 @@
     return typeof seg[FIELDS] === 'string' && pristine(seg[KIDS]);
   }
 
+  // NO_SEGMENTS is buildAck's empty list of segments after MSA; never changed.
+  const NO_SEGMENTS = [];
+
   const ACK_TEXT = {
     AA: 'OK',
     AE: 'Application Error',
@@ -214,26 +217,32 @@
 
     buildAck(options) {
       const now = new Date();
-      const msh = this.getSegment('MSH');
+      if (this.getSegment !== ownGetSegment || !asParsed(this)) {
+        const msh = this.getSegment('MSH');
+        const ackCode = options?.ackCode ?? 'AA';
+        const text = ACK_TEXT[ackCode];
+        if (typeof text !== 'string') {
+          throw new TypeError('Invalid ackCode: ' + ackCode);
+        }
+        return ackFromFields(msh, this.context, now, ackCode, text, () => (options?.errSegment ? [options.errSegment] : NO_SEGMENTS));
+      }
+      // The message reads as parsed, through hl7.js's own methods (so reading its MSH first, as
+      // above, would show nothing): Go builds the same ACK text without a JavaScript object per
+      // field, and the ACK is Go-backed, so a bot returning it is answered without serialising
+      // and parsing it again.
       const ackCode = options?.ackCode ?? 'AA';
       const text = ACK_TEXT[ackCode];
       if (typeof text !== 'string') {
         throw new TypeError('Invalid ackCode: ' + ackCode);
       }
-      if (!asParsed(this, msh)) {
-        return ackFromFields(msh, this.context, now, ackCode, text, () => (options?.errSegment ? [options.errSegment] : []));
-      }
-      // The message and its MSH read as parsed, through hl7.js's own methods: Go builds the
-      // same ACK text without a JavaScript object per field, and the result is Go-backed, so
-      // a bot returning it is answered without serialising and parsing it again.
-      const errs = options?.errSegment ? [options.errSegment] : [];
+      const errs = options?.errSegment ? [options.errSegment] : NO_SEGMENTS;
       if (errs.length === 0) {
         const r = native.ack(this[GO], ackCode, now.getTime());
         if (r !== undefined) {
           return ackFromGo(r[0], r[1], this.context);
         }
       }
-      return ackFromFields(msh, this.context, now, ackCode, text, () => errs);
+      return ackFromFields(this.getSegment('MSH'), this.context, now, ackCode, text, () => errs);
     }
 
     setSegment(index, segment) {
@@ -316,17 +325,14 @@
     return msg;
   }
 
-  // asParsed reports whether what ackFromFields reads of msg and its MSH (msh) is what Go
-  // parsed: msg is Go-backed and unchanged, its context is the one it was parsed with (four
-  // encoding characters, as on the wire), and the methods and accessors ackFromFields calls are
-  // hl7.js's own. It runs no code of the bot's (no getters, traps or Symbol.hasInstance): it
-  // reads only objects hl7.js made.
-  function asParsed(msg, msh) {
+  // asParsed reports whether what ackFromFields reads of msg, a message whose getSegment is
+  // hl7.js's own, is what Go parsed: msg is Go-backed and unchanged, its context is the one it
+  // was parsed with (four encoding characters, as on the wire), its MSH (if a bot has it) is as
+  // made, and the methods and accessors ackFromFields calls are hl7.js's own. It runs no code of
+  // the bot's (no getters, traps or Symbol.hasInstance): it reads only objects hl7.js made.
+  function asParsed(msg) {
     const ctx = msg.context;
-    if (msg[GO] === undefined || msg[SEGS] !== undefined || ctx !== msg[CTX0] || !pristine(msg[KIDS])) {
-      return false;
-    }
-    if (msh === undefined || msh.context !== ctx || msh.getField !== ownGetField || ctx.getMsh2 !== ownGetMsh2) {
+    if (msg[GO] === undefined || msg[SEGS] !== undefined || ctx !== msg[CTX0] || !pristine(msg[KIDS]) || ctx.getMsh2 !== ownGetMsh2) {
       return false;
     }
     const msh2 = ctx.getMsh2();
@@ -335,6 +341,14 @@
     }
     const comps = Object.getOwnPropertyDescriptor(Hl7Field.prototype, 'components');
     if (Hl7Field.prototype.toString !== ownFieldToString || comps === undefined || comps.get !== ownComponents) {
+      return false;
+    }
+    // The MSH is segment 0; getSegment('MSH') hands out the one cached there, or makes one.
+    const msh = msg[KIDS]?.[0];
+    if (msh === undefined) {
+      return Hl7Segment.prototype.getField === ownGetField;
+    }
+    if (msh.context !== ctx || msh.getField !== ownGetField) {
       return false;
     }
     const kids = msh[KIDS];
@@ -669,7 +683,8 @@
     return native.formatDateTime(ms);
   }
 
-  // What asParsed compares with: hl7.js's own methods and accessor.
+  // What buildAck and asParsed compare with: hl7.js's own methods and accessor.
+  const ownGetSegment = Hl7Message.prototype.getSegment;
   const ownGetMsh2 = Hl7Context.prototype.getMsh2;
   const ownGetField = Hl7Segment.prototype.getField;
   const ownFieldToString = Hl7Field.prototype.toString;
