@@ -34,6 +34,13 @@ func benchEchoIn(b *testing.B, e Executor, goroutines int, runtime string) {
 	b.Helper()
 	req := echoRequest(b)
 	req.Runtime = runtime
+	benchRuns(b, e, goroutines, req)
+}
+
+// benchRuns runs req on e from goroutines×GOMAXPROCS goroutines (0: one at a time), reporting
+// the CPU time of the process and its workers per run beside the wall time.
+func benchRuns(b *testing.B, e Executor, goroutines int, req Request) {
+	b.Helper()
 	ctx := context.Background()
 	run := func() bool {
 		res, err := e.Run(ctx, req)
@@ -94,6 +101,31 @@ func BenchmarkEchoRuntimes(b *testing.B) {
 				benchEchoIn(b, e, 0, runtime)
 			})
 		}
+	}
+}
+
+// hl7AckBot is scenario 7's bot (cmd/fhirgate-bench): it answers a message with its ACK.
+const hl7AckBot = `exports.handler = async (medplum, event) => event.input.buildAck();`
+
+// hl7AckInput is scenario 7's message.
+const hl7AckInput = "MSH|^~\\&|LAB|NORTH|EHR|CLINIC|20260101120000||ORU^R01^ORU_R01|BENCH1|P|2.5.1\r" +
+	"PID|1||123^^^MRN||DOE^JANE||19800101|F\r" +
+	"OBR|1||LAB1|8867-4^Heart rate^LN\r" +
+	"OBX|1|NM|8867-4^Heart rate^LN||72|/min|||||F"
+
+// BenchmarkHL7Ack is scenario 7's ACK bot, one run at a time in the default runtime, in
+// process and in a worker.
+func BenchmarkHL7Ack(b *testing.B) {
+	for _, isolation := range []string{"inprocess", "process"} {
+		b.Run(isolation, func(b *testing.B) {
+			var e Executor = New(Options{})
+			if isolation == "process" {
+				e = newBenchPool(b, false)
+			}
+			p := mustCompile(b, "index.js", hl7AckBot)
+			ev := Event{ContentType: MediaHL7, Input: mustInput(b, MediaHL7, hl7AckInput)}
+			benchRuns(b, e, 0, Request{CacheKey: "bench-hl7", Code: p.JS, Filename: "index.js", Event: ev})
+		})
 	}
 }
 

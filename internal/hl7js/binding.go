@@ -221,6 +221,19 @@ func (st *state) natives() *goja.Object {
 		}
 		return rt.ToValue(d.Encode(v))
 	})
+	set("ack", func(c goja.FunctionCall) goja.Value {
+		// buildAck's ACK of a message as parsed, in its delimiters; undefined when Go cannot
+		// build the same text (hl7.js then builds it field by field).
+		m := messageOf(c.Argument(0))
+		if m == emptyMessage || len(m.Delimiters().Encoding()) != 4 {
+			return goja.Undefined()
+		}
+		ack, err := m.BuildAck(hl7.AckOptions{Code: hl7.AckCode(c.Argument(1).String()), Now: time.UnixMilli(c.Argument(2).ToInteger())})
+		if err != nil {
+			return goja.Undefined()
+		}
+		return rt.NewArray(rt.ToValue(&handle{ack}), ack.String())
+	})
 	set("controlId", func(c goja.FunctionCall) goja.Value {
 		return rt.ToValue(hl7.NewControlID(time.UnixMilli(c.Argument(0).ToInteger())))
 	})

@@ -48,6 +48,13 @@
 // once, reusing the objects already handed out; from then on the arrays are
 // the truth, as in Medplum.
 //
+// buildAck of a message as parsed (nothing edited or built, its context the
+// one it was parsed with, and the methods buildAck reads through hl7.js's
+// own) is built by Go (hl7.Message.BuildAck, the same text) and is Go-backed
+// like a parsed message, so the usual ACK bot creates no object per field and
+// its answer is not serialised and parsed again. Otherwise buildAck reads the
+// message field by field, as Medplum's does.
+//
 // # Differences from Medplum
 //
 //   - getComponent decodes escape sequences (\F\ \S\ \T\ \R\ \E\ \Xhh\);

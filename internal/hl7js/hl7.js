@@ -29,6 +29,8 @@
   const SEGS = Symbol('hl7.segments');
   const FIELDS = Symbol('hl7.fields');
   const COMPS = Symbol('hl7.components');
+  const SEGCTX = Symbol('hl7.segmentContext'); // the context of a Go-built ACK's segments
+  const CTX0 = Symbol('hl7.parsedContext'); // the context a Go-backed message was made with
 
   // split is String.prototype.split that treats an empty separator (a
   // delimiter the message did not declare) as "no separator".
@@ -93,6 +95,9 @@
   function pristineSegment(seg) {
     return typeof seg[FIELDS] === 'string' && pristine(seg[KIDS]);
   }
+
+  // NO_SEGMENTS is buildAck's empty list of segments after MSA; never changed.
+  const NO_SEGMENTS = [];
 
   const ACK_TEXT = {
     AA: 'OK',
@@ -167,7 +172,7 @@
       if (typeof index !== 'string') {
         return undefined;
       }
-      const ctx = this.context;
+      const ctx = segmentContext(this);
       const i = native.find(this[GO], index, ctx.repetitionSeparator, ctx.componentSeparator);
       return i < 0 ? undefined : lazySegment(this, i, index);
     }
@@ -186,7 +191,7 @@
       if (typeof name !== 'string') {
         return out;
       }
-      const ctx = this.context;
+      const ctx = segmentContext(this);
       const found = native.findAll(this[GO], name, ctx.repetitionSeparator, ctx.componentSeparator);
       for (let i = 0; i < found.length; i++) {
         out.push(lazySegment(this, found[i], name));
@@ -212,34 +217,32 @@
 
     buildAck(options) {
       const now = new Date();
-      const msh = this.getSegment('MSH');
-      const field = (i) => msh?.getField(i)?.toString() ?? '';
+      if (this.getSegment !== ownGetSegment || !asParsed(this)) {
+        const msh = this.getSegment('MSH');
+        const ackCode = options?.ackCode ?? 'AA';
+        const text = ACK_TEXT[ackCode];
+        if (typeof text !== 'string') {
+          throw new TypeError('Invalid ackCode: ' + ackCode);
+        }
+        return ackFromFields(msh, this.context, now, ackCode, text, () => (options?.errSegment ? [options.errSegment] : NO_SEGMENTS));
+      }
+      // The message reads as parsed, through hl7.js's own methods (so reading its MSH first, as
+      // above, would show nothing): Go builds the same ACK text without a JavaScript object per
+      // field, and the ACK is Go-backed, so a bot returning it is answered without serialising
+      // and parsing it again.
       const ackCode = options?.ackCode ?? 'AA';
       const text = ACK_TEXT[ackCode];
       if (typeof text !== 'string') {
         throw new TypeError('Invalid ackCode: ' + ackCode);
       }
-      return new Hl7Message([
-        new Hl7Segment(
-          [
-            'MSH',
-            this.context.getMsh2(),
-            field(5),
-            field(6),
-            field(3),
-            field(4),
-            native.formatDateTime(now.getTime()),
-            '',
-            ackMessageType(msh, this.context),
-            native.controlId(now.getTime()),
-            'P',
-            field(12) || '2.5.1',
-          ],
-          this.context
-        ),
-        new Hl7Segment(['MSA', ackCode, field(10), text], this.context),
-        ...(options?.errSegment ? [options.errSegment] : []),
-      ]);
+      const errs = options?.errSegment ? [options.errSegment] : NO_SEGMENTS;
+      if (errs.length === 0) {
+        const r = native.ack(this[GO], ackCode, now.getTime());
+        if (r !== undefined) {
+          return ackFromGo(r[0], r[1], this.context);
+        }
+      }
+      return ackFromFields(this.getSegment('MSH'), this.context, now, ackCode, text, () => errs);
     }
 
     setSegment(index, segment) {
@@ -278,17 +281,97 @@
 
   function messageFromGo(handle, text, msh1, msh2) {
     const msg = Object.create(Hl7Message.prototype);
-    msg.context = new Hl7Context('\r', msh1, msh2.charAt(0), msh2.charAt(1), msh2.charAt(2), msh2.charAt(3));
+    msg.context = msg[CTX0] = new Hl7Context('\r', msh1, msh2.charAt(0), msh2.charAt(1), msh2.charAt(2), msh2.charAt(3));
     msg[GO] = handle;
     msg[SRC] = text;
     return msg;
+  }
+
+  // ackFromFields is buildAck's ACK of the message whose MSH is msh, read field by field:
+  // Medplum's buildAck. errs returns the segments to append after MSA.
+  function ackFromFields(msh, ctx, now, ackCode, text, errs) {
+    const field = (i) => msh?.getField(i)?.toString() ?? '';
+    return new Hl7Message([
+      new Hl7Segment(
+        [
+          'MSH',
+          ctx.getMsh2(),
+          field(5),
+          field(6),
+          field(3),
+          field(4),
+          native.formatDateTime(now.getTime()),
+          '',
+          ackMessageType(msh, ctx),
+          native.controlId(now.getTime()),
+          'P',
+          field(12) || '2.5.1',
+        ],
+        ctx
+      ),
+      new Hl7Segment(['MSA', ackCode, field(10), text], ctx),
+      ...errs(),
+    ]);
+  }
+
+  // ackFromGo is the ACK Go built (handle and text) as ackFromFields would give it: a message
+  // with a default context whose segments have ctx, the original message's.
+  function ackFromGo(handle, text, ctx) {
+    const msg = Object.create(Hl7Message.prototype);
+    msg.context = new Hl7Context();
+    msg[SEGCTX] = ctx;
+    msg[GO] = handle;
+    msg[SRC] = text;
+    return msg;
+  }
+
+  // asParsed reports whether what ackFromFields reads of msg, a message whose getSegment is
+  // hl7.js's own, is what Go parsed: msg is Go-backed and unchanged, its context is the one it
+  // was parsed with (four encoding characters, as on the wire), its MSH (if a bot has it) is as
+  // made, and the methods and accessors ackFromFields calls are hl7.js's own. It runs no code of
+  // the bot's (no getters, traps or Symbol.hasInstance): it reads only objects hl7.js made.
+  function asParsed(msg) {
+    const ctx = msg.context;
+    if (msg[GO] === undefined || msg[SEGS] !== undefined || ctx !== msg[CTX0] || !pristine(msg[KIDS]) || ctx.getMsh2 !== ownGetMsh2) {
+      return false;
+    }
+    const msh2 = ctx.getMsh2();
+    if (typeof msh2 !== 'string' || msh2.length !== 4 || !msg[SRC].startsWith('MSH' + ctx.fieldSeparator + msh2 + ctx.fieldSeparator)) {
+      return false;
+    }
+    const comps = Object.getOwnPropertyDescriptor(Hl7Field.prototype, 'components');
+    if (Hl7Field.prototype.toString !== ownFieldToString || comps === undefined || comps.get !== ownComponents) {
+      return false;
+    }
+    // The MSH is segment 0; getSegment('MSH') hands out the one cached there, or makes one.
+    const msh = msg[KIDS]?.[0];
+    if (msh === undefined) {
+      return Hl7Segment.prototype.getField === ownGetField;
+    }
+    if (msh.context !== ctx || msh.getField !== ownGetField) {
+      return false;
+    }
+    const kids = msh[KIDS];
+    for (let i = 0; kids !== undefined && i < kids.length; i++) {
+      const f = kids[i];
+      if (f !== undefined && (Object.getPrototypeOf(f) !== Hl7Field.prototype || Object.getOwnPropertyNames(f).length !== 1)) {
+        return false; // a field handed out earlier has properties of its own beyond its context
+      }
+    }
+    return true;
+  }
+
+  // segmentContext is the context of the segments made from msg's text: a Go-built ACK's is
+  // the acknowledged message's, as for the segments buildAck constructs, and otherwise msg's.
+  function segmentContext(msg) {
+    return msg[SEGCTX] ?? msg.context;
   }
 
   // messageSegments returns msg's segments array, building it on first use.
   function messageSegments(msg) {
     let segs = msg[SEGS];
     if (segs === undefined) {
-      const ctx = msg.context;
+      const ctx = segmentContext(msg);
       const lines = msg[SRC].split('\r');
       const names = native.names(msg[GO], ctx.repetitionSeparator, ctx.componentSeparator);
       const kids = msg[KIDS];
@@ -312,7 +395,7 @@
       if (line === undefined) {
         return undefined;
       }
-      const ctx = msg.context;
+      const ctx = segmentContext(msg);
       seg = kids[i] = segmentFromText(line, name ?? segmentName(line, ctx), ctx);
     }
     return seg;
@@ -599,6 +682,13 @@
     }
     return native.formatDateTime(ms);
   }
+
+  // What buildAck and asParsed compare with: hl7.js's own methods and accessor.
+  const ownGetSegment = Hl7Message.prototype.getSegment;
+  const ownGetMsh2 = Hl7Context.prototype.getMsh2;
+  const ownGetField = Hl7Segment.prototype.getField;
+  const ownFieldToString = Hl7Field.prototype.toString;
+  const ownComponents = Object.getOwnPropertyDescriptor(Hl7Field.prototype, 'components').get;
 
   return {
     Hl7Context,
