@@ -3,8 +3,9 @@
 // share one database. Every replica runs one Queue on the store's pool:
 //
 //   - jobs are rows of river_job, inserted in the caller's transaction
-//     (EnqueueTx on a pgkv transaction) or alone (Enqueue), and fetched by
-//     whichever replica has a free worker;
+//     (EnqueueTx on a pgkv transaction) or alone (Enqueue; a Deferred
+//     job on a connection of its own whose commits do not wait for the
+//     WAL flush), and fetched by whichever replica has a free worker;
 //   - River elects one leader among the replicas; it enqueues periodic
 //     jobs (each tick also carries a unique key, so a change of leader
 //     cannot enqueue one twice) and rescues jobs running past their lease
@@ -76,11 +77,19 @@ type Queue struct {
 	periodic []*river.PeriodicJob
 	inserter *river.Client[pgx.Tx] // inserts, cancels and reads; works nothing
 	inserts  *groupcommit.Group[*insertOp]
-	// deferred groups the Deferred jobs' Enqueues, committed with
-	// synchronous_commit off.
+	// deferred groups the Deferred jobs' Enqueues, inserted on async.
 	deferred *groupcommit.Group[*insertOp]
-	client   *river.Client[pgx.Tx] // works jobs, from Start
-	started  bool
+	// async is the Deferred Enqueues' own connection (a pool of one, so
+	// lost connections are replaced), with synchronous_commit off: a
+	// group never waits for a connection behind the workers, nor for a
+	// BEGIN and a COMMIT. Stop closes it; Deferred Enqueues after Stop
+	// are committed durably on the store's pool. asyncMu is held while a
+	// group uses it, and by Stop to close it.
+	async       *pgxpool.Pool
+	asyncMu     sync.RWMutex
+	asyncClosed bool
+	client      *river.Client[pgx.Tx] // works jobs, from Start
+	started     bool
 }
 
 // New migrates River's schema and returns a queue on pool. txOf unwraps
@@ -98,13 +107,30 @@ func New(ctx context.Context, pool *pgxpool.Pool, txOf TxFunc, o queue.Options, 
 	if err != nil {
 		return nil, fmt.Errorf("creating the River client: %w", err)
 	}
+	async, err := asyncPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
 	q := &Queue{
 		pool: pool, txOf: txOf, o: o.WithDefaults(), logger: logger, slog: sl,
-		kinds: map[string]queue.KindOptions{}, workers: river.NewWorkers(), inserter: inserter,
+		kinds: map[string]queue.KindOptions{}, workers: river.NewWorkers(), inserter: inserter, async: async,
 	}
 	q.inserts = groupcommit.New(maxGroup, q.insertGroup)
 	q.deferred = groupcommit.New(maxGroup, q.insertDeferred)
 	return q, nil
+}
+
+// asyncPool returns a pool of one connection to pool's database whose
+// commits do not wait for the WAL flush. It connects on first use.
+func asyncPool(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Pool, error) {
+	cfg := pool.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	async, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the deferred jobs' connection: %w", err)
+	}
+	return async, nil
 }
 
 // Migrate creates or migrates River's tables in the pool's schema. Two
@@ -259,11 +285,13 @@ func (q *Queue) Start(ctx context.Context) error {
 }
 
 // Stop implements queue.Queue: River's graceful stop, then, when ctx
-// ends first, a stop that cancels the running jobs.
+// ends first, a stop that cancels the running jobs. It closes the
+// Deferred Enqueues' connection.
 func (q *Queue) Stop(ctx context.Context) error {
 	q.mu.Lock()
 	c := q.client
 	q.mu.Unlock()
+	defer q.closeAsync()
 	if c == nil {
 		return nil
 	}
@@ -360,21 +388,42 @@ func (q *Queue) insertGroup(batch []*insertOp) []error {
 	return errs
 }
 
-// insertDeferred inserts a group of Deferred Enqueues in one transaction
-// whose COMMIT does not wait for the WAL flush (synchronous_commit off
-// for it alone): the server has the jobs at once, and a crash of
-// PostgreSQL or its machine within about three times wal_writer_delay can
-// lose them. If it fails, each is inserted in such a transaction of its
-// own so that only a failing one fails.
+// closeAsync closes the Deferred Enqueues' connection once no group uses
+// it.
+func (q *Queue) closeAsync() {
+	q.asyncMu.Lock()
+	defer q.asyncMu.Unlock()
+	if !q.asyncClosed {
+		q.asyncClosed = true
+		q.async.Close()
+	}
+}
+
+// insertDeferred inserts a group of Deferred Enqueues with River's INSERT
+// as a statement of its own on the async connection, whose commit does
+// not wait for the WAL flush: the server has the jobs at once, and a
+// crash of PostgreSQL or its machine within about three times
+// wal_writer_delay can lose them. If it fails, each is inserted alone so
+// that only a failing one fails. After Stop, the group is committed
+// durably instead.
+//
+// River sends its insert notification, when it sends one, after the
+// INSERT has committed: if that fails, the group's jobs are inserted again
+// one by one, as when a COMMIT's answer is lost.
 func (q *Queue) insertDeferred(batch []*insertOp) []error {
+	q.asyncMu.RLock()
+	defer q.asyncMu.RUnlock()
+	if q.asyncClosed {
+		return q.insertGroup(batch)
+	}
 	errs := make([]error, len(batch))
 	if len(batch) > 1 {
-		if q.insertDeferredTx(context.Background(), batch) == nil {
+		if q.insertAsync(context.Background(), batch) == nil {
 			return errs
 		}
 	}
 	for i, op := range batch {
-		if err := q.insertDeferredTx(op.ctx, batch[i:i+1]); err != nil {
+		if err := q.insertAsync(op.ctx, batch[i:i+1]); err != nil {
 			errs[i] = fmt.Errorf("enqueuing a %s job: %w", op.job.Kind, err)
 		}
 	}
@@ -385,28 +434,25 @@ func (q *Queue) insertDeferred(batch []*insertOp) []error {
 // flush, in one round trip (a simple-protocol query of two statements).
 var deferredTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL synchronous_commit = off`}
 
-// insertDeferredTx inserts ops in one asynchronously committed transaction
-// and sets their results.
-func (q *Queue) insertDeferredTx(ctx context.Context, ops []*insertOp) error {
+// insertAsync inserts ops in one statement on the async connection and
+// sets their results.
+func (q *Queue) insertAsync(ctx context.Context, ops []*insertOp) error {
 	jobs := make([]queue.Job, len(ops))
 	for i, op := range ops {
 		jobs[i] = op.job
 	}
 	params, at, dup := q.manyParams(jobs)
-	tx, err := q.pool.BeginTx(ctx, deferredTx)
+	c, err := q.async.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	res, err := q.inserter.InsertManyTx(ctx, tx, params)
+	defer c.Release()
+	res, err := q.inserter.InsertManyTx(ctx, autocommit{c.Conn()}, params)
 	if err != nil {
 		return err
 	}
 	if len(res) != len(params) {
 		return fmt.Errorf("River inserted %d rows of %d", len(res), len(params))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
 	}
 	for i, op := range ops {
 		op.res = enqueued(res[at[i]])
