@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/cputest"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
@@ -52,7 +53,7 @@ func benchmarkAuditWrite(b *testing.B, perSecond int, trigger string) {
 	o := Options{AuditRetention: 30 * 24 * time.Hour, ProjectRecordsMax: 1 << 40}
 	w := newAuditWriter(st, o.recordOptions(o.AuditRetention), zap.NewNop(), func(string) {})
 	const trace = "0190b3c2-7a1e-7c3d-9f00-00000000beef"
-	before := processCPU(b)
+	before := cputest.Process(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	burst, tick := 1, time.Duration(0)
@@ -70,5 +71,5 @@ func benchmarkAuditWrite(b *testing.B, perSecond int, trigger string) {
 	}
 	w.close()
 	b.StopTimer()
-	b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((cputest.Process(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 }

@@ -7,11 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/cputest"
 	"github.com/fhirgate/fhirgate/internal/deploy"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -69,7 +68,7 @@ func benchmarkExecute(b *testing.B, trigger string) {
 		}
 	}
 	run() // compile and cache the program before measuring
-	before := processCPU(b)
+	before := cputest.Process(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -77,15 +76,5 @@ func benchmarkExecute(b *testing.B, trigger string) {
 	}
 	api.Shutdown() // writes the queued AuditEvents
 	b.StopTimer()
-	b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
-}
-
-// processCPU is the CPU time this process has used, background goroutines
-// (the audit writer, Badger's flushes and compactions) included.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputest.Process(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 }

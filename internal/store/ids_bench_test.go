@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/fhirgate/fhirgate/internal/cputest"
 )
 
 // BenchmarkRecordIDs writes what a busy gateway writes (batches of Logins and
@@ -43,7 +45,7 @@ func BenchmarkRecordIDs(b *testing.B) {
 			bot := seedBot(b, s, p, "echo")
 			console := strings.Repeat("line of bot console output\n", 8)
 			const pairs = 128
-			start := processCPU(b)
+			start := cputest.Process(b)
 			b.ResetTimer()
 			for range b.N {
 				rs := make([]Resource, 0, 2*pairs)
@@ -65,7 +67,7 @@ func BenchmarkRecordIDs(b *testing.B) {
 			}
 			b.StopTimer()
 			records := float64(b.N * 2 * pairs)
-			b.ReportMetric(float64((processCPU(b)-start).Microseconds())/records, "cpu-µs/record")
+			b.ReportMetric(float64((cputest.Process(b)-start).Microseconds())/records, "cpu-µs/record")
 			b.ReportMetric(float64(diskBytes(b, dir, ".sst"))/records, "table-B/record")
 			b.ReportMetric(float64(diskBytes(b, dir, ".vlog"))/records, "vlog-B/record")
 			// What Badger keeps on the heap after the writes: mostly its
@@ -76,16 +78,6 @@ func BenchmarkRecordIDs(b *testing.B) {
 			b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-MiB")
 		})
 	}
-}
-
-// processCPU is the CPU time this process has used, background goroutines
-// (Badger's compactors) included.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // diskBytes sums the disk space taken by Badger's files in dir whose name

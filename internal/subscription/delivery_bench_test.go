@@ -6,12 +6,12 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fhirgate/fhirgate/botrunner"
 	"github.com/fhirgate/fhirgate/internal/botapi"
+	"github.com/fhirgate/fhirgate/internal/cputest"
 	"github.com/fhirgate/fhirgate/internal/gateway"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
@@ -94,7 +94,7 @@ func BenchmarkDeliveryPath(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputest.Process(b)
 	b.ResetTimer()
 	for i := range writes {
 		waitFor(int64(benchSubscriptions * (i - inFlight)))
@@ -106,14 +106,5 @@ func BenchmarkDeliveryPath(b *testing.B) {
 	waitFor(int64(benchSubscriptions * writes))
 	b.StopTimer()
 	delivered := float64(benchSubscriptions * writes)
-	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/delivered, "cpu-µs/delivery")
-}
-
-// processCPU is the process's CPU time so far, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputest.Process(b)-cpu0).Microseconds())/delivered, "cpu-µs/delivery")
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fhirgate/fhirgate/internal/cputest"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
 	"github.com/fhirgate/fhirgate/internal/store"
@@ -77,7 +77,7 @@ func benchmarkDeferredEnqueue(b *testing.B, working bool) {
 	var enqueued sync.WaitGroup
 	tick := time.NewTicker(time.Second / benchRate)
 	defer tick.Stop()
-	cpu0 := cpuTime(b)
+	cpu0 := cputest.Process(b)
 	b.ResetTimer()
 	for i := range b.N {
 		<-tick.C
@@ -95,7 +95,7 @@ func benchmarkDeferredEnqueue(b *testing.B, working bool) {
 	enqueued.Wait()
 	worked.Wait()
 	b.StopTimer()
-	cpu := cpuTime(b) - cpu0
+	cpu := cputest.Process(b) - cpu0
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
@@ -106,13 +106,4 @@ func benchmarkDeferredEnqueue(b *testing.B, working bool) {
 	b.ReportMetric(ms(waits[len(waits)*99/100]), "p99-ms")
 	b.ReportMetric(ms(waits[len(waits)-1]), "max-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
-}
-
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
