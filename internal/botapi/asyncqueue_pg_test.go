@@ -13,9 +13,8 @@ import (
 	"github.com/fhirgate/fhirgate/internal/gateway/gatewaytest"
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
-	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
+	"github.com/fhirgate/fhirgate/internal/queue/riverqueue/riverqueuetest"
 	"github.com/fhirgate/fhirgate/internal/store"
-	"github.com/fhirgate/fhirgate/internal/store/pgkv"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 )
 
@@ -28,16 +27,7 @@ type replica struct {
 
 func openReplica(t *testing.T, dsn string) *replica {
 	t.Helper()
-	ctx := context.Background()
-	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: dsn, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kv.Close() })
-	q, err := riverqueue.New(ctx, kv.Pool(), pgkv.PgxTx, queue.Options{PollInterval: 50 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, q := riverqueuetest.Open(t, dsn, queue.Options{PollInterval: 50 * time.Millisecond})
 	return &replica{st: store.New(kv, store.Options{}), q: q}
 }
 

@@ -11,9 +11,8 @@ import (
 	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/queue/kvqueue"
-	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
+	"github.com/fhirgate/fhirgate/internal/queue/riverqueue/riverqueuetest"
 	"github.com/fhirgate/fhirgate/internal/store"
-	"github.com/fhirgate/fhirgate/internal/store/pgkv"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 	"github.com/fhirgate/fhirgate/internal/store/storetest"
 )
@@ -34,16 +33,7 @@ func BenchmarkTriggerWindow(b *testing.B) {
 }
 
 func benchmarkPostgresWindow(b *testing.B, sync bool) {
-	ctx := context.Background()
-	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: pgkvtest.DSN(b), SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = kv.Close() })
-	q, err := riverqueue.New(ctx, kv.Pool(), pgkv.PgxTx, queue.Options{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kv, q := riverqueuetest.Open(b, pgkvtest.DSN(b), queue.Options{})
 	benchmarkWindow(b, store.New(kv, store.Options{}), q, sync)
 }
 

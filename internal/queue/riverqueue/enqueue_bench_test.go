@@ -10,9 +10,8 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/cputest"
 	"github.com/fhirgate/fhirgate/internal/queue"
-	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
+	"github.com/fhirgate/fhirgate/internal/queue/riverqueue/riverqueuetest"
 	"github.com/fhirgate/fhirgate/internal/store"
-	"github.com/fhirgate/fhirgate/internal/store/pgkv"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
 )
 
@@ -35,15 +34,7 @@ func BenchmarkDeferredEnqueue(b *testing.B) {
 
 func benchmarkDeferredEnqueue(b *testing.B, working bool) {
 	ctx := context.Background()
-	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: pgkvtest.DSN(b), SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = kv.Close() })
-	q, err := riverqueue.New(ctx, kv.Pool(), pgkv.PgxTx, queue.Options{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kv, q := riverqueuetest.Open(b, pgkvtest.DSN(b), queue.Options{})
 	var worked sync.WaitGroup
 	if working {
 		worked.Add(b.N)
@@ -66,11 +57,6 @@ func benchmarkDeferredEnqueue(b *testing.B, working bool) {
 			b.Fatal(err)
 		}
 	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = q.Stop(ctx)
-	})
 	payload, _ := json.Marshal(map[string]any{"resource": "Patient/1", "subscriptions": []string{"s1", "s2", "s3", "s4", "s5"}})
 	waits := make([]time.Duration, b.N)
 	errs := make(chan error, b.N)

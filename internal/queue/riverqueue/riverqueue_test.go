@@ -4,11 +4,11 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/fhirgate/fhirgate/internal/queue"
 	"github.com/fhirgate/fhirgate/internal/queue/queuetest"
 	"github.com/fhirgate/fhirgate/internal/queue/riverqueue"
+	"github.com/fhirgate/fhirgate/internal/queue/riverqueue/riverqueuetest"
 	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv"
 	"github.com/fhirgate/fhirgate/internal/store/pgkv/pgkvtest"
@@ -49,21 +49,7 @@ type pgStore struct {
 }
 
 func (s *pgStore) Open(t *testing.T, o queue.Options) queue.Queue {
-	ctx := context.Background()
-	kv, err := pgkv.Open(ctx, pgkv.Options{DSN: s.dsn, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := riverqueue.New(ctx, kv.Pool(), pgkv.PgxTx, o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = q.Stop(ctx)
-		_ = kv.Close()
-	})
+	kv, q := riverqueuetest.Open(t, s.dsn, o)
 	if s.kv == nil {
 		s.kv = kv
 	}
