@@ -34,7 +34,9 @@ func Body(toBot bool, interaction string, resource json.RawMessage) []byte {
 // X-Medplum-Deleted-Resource on a delete, the channel's literals, the
 // signature over body when the rule has a secret, and traceparent.
 func (r *Rule) Headers(interaction, ref string, body []byte, traceparent string) http.Header {
-	h := http.Header{}
+	// Sized for all it may hold: a map grown entry by entry was most of
+	// a bot delivery's headers' garbage.
+	h := make(http.Header, 6+len(r.ChannelHeaders))
 	h.Set("Content-Type", "application/fhir+json")
 	h.Set("X-Medplum-Subscription", r.ID)
 	h.Set("X-Medplum-Interaction", interaction)
