@@ -201,6 +201,11 @@ func closeObject(b []byte, n int) []byte {
 	return append(b, '}')
 }
 
+// AppendJSONString appends s as a JSON string exactly as encoding/json
+// writes it (appendJSONString), for other hand-written encoders of
+// records that must match json.Marshal (kvqueue's job records).
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+
 // appendJSONString writes s as a JSON string exactly as encoding/json does
 // with its default HTML escaping: <, > and & as \u003c, \u003e and \u0026,
 // invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
