@@ -197,19 +197,10 @@ func auditFields(ev *store.AuditEvent) []zap.Field {
 // are the bot (botRef, "Bot/{id}"), then entity (what the run was about,
 // such as the Subscription that triggered it).
 func auditEntry(bot *store.Bot, botRef string, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time, entity ...store.Reference) *store.AuditEvent {
-	failed := res.Outcome != botrunner.OutcomeSuccess
-	switch bot.AuditEventTrigger {
-	case "never":
+	if !audited(bot, res) {
 		return nil
-	case "on-error":
-		if !failed {
-			return nil
-		}
-	case "on-output":
-		if res.Console == "" {
-			return nil
-		}
 	}
+	failed := res.Outcome != botrunner.OutcomeSuccess
 	ref := store.Reference{Reference: botRef, Display: bot.Name}
 	blk := &auditBlock{durationMs: res.Duration.Milliseconds()}
 	blk.period = store.Period{Start: store.FormatTime(started), End: store.FormatTime(started.Add(res.QueueWait + res.Duration))}
@@ -242,10 +233,7 @@ func auditEntry(bot *store.Bot, botRef string, id *oauth.Identity, res *botrunne
 		}
 	}
 	if failed {
-		ev.Outcome = "4"
-		if res.Message != "" {
-			ev.OutcomeDesc = appendLine(ev.OutcomeDesc, "Error: "+res.Message)
-		}
+		markFailed(ev, res)
 	}
 	if id.Profile != "" {
 		blk.agent[0] = store.AuditEventAgent{Who: store.Reference{Reference: id.Profile}, Requestor: true}
@@ -253,6 +241,29 @@ func auditEntry(bot *store.Bot, botRef string, id *oauth.Identity, res *botrunne
 	}
 	ev.Meta.Project = bot.Meta.Project
 	return ev
+}
+
+// markFailed gives the event of a run that failed its outcome, and the
+// runner's error message after the console output.
+func markFailed(ev *store.AuditEvent, res *botrunner.Result) {
+	ev.Outcome = "4"
+	if res.Message != "" {
+		ev.OutcomeDesc = appendLine(ev.OutcomeDesc, "Error: "+res.Message)
+	}
+}
+
+// audited tells whether the bot's auditEventTrigger records a run that
+// ended as res.
+func audited(bot *store.Bot, res *botrunner.Result) bool {
+	switch bot.AuditEventTrigger {
+	case "never":
+		return false
+	case "on-error":
+		return res.Outcome != botrunner.OutcomeSuccess
+	case "on-output":
+		return res.Console != ""
+	}
+	return true
 }
 
 // auditBlock is a run's AuditEvent with the parts it points to, allocated

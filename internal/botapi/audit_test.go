@@ -159,19 +159,10 @@ func TestAuditEntryMatchesSeparateAllocations(t *testing.T) {
 // plainAuditEntry is auditEntry as it was before its block allocation:
 // the reference the block-allocated one must match.
 func plainAuditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time, entity ...store.Reference) *store.AuditEvent {
-	failed := res.Outcome != botrunner.OutcomeSuccess
-	switch bot.AuditEventTrigger {
-	case "never":
+	if !audited(bot, res) {
 		return nil
-	case "on-error":
-		if !failed {
-			return nil
-		}
-	case "on-output":
-		if res.Console == "" {
-			return nil
-		}
 	}
+	failed := res.Outcome != botrunner.OutcomeSuccess
 	botRef := store.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name}
 	durationMs := res.Duration.Milliseconds()
 	ev := &store.AuditEvent{
@@ -194,10 +185,7 @@ func plainAuditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, 
 		ev.Entity = append(ev.Entity, store.AuditEventEntity{What: e})
 	}
 	if failed {
-		ev.Outcome = "4"
-		if res.Message != "" {
-			ev.OutcomeDesc = appendLine(ev.OutcomeDesc, "Error: "+res.Message)
-		}
+		markFailed(ev, res)
 	}
 	if id.Profile != "" {
 		ev.Agent = []store.AuditEventAgent{{Who: store.Reference{Reference: id.Profile}, Requestor: true}}
