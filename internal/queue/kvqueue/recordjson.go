@@ -102,7 +102,7 @@ func appendRecord(r *record, compact bool) ([]byte, json.RawMessage, error) {
 // the characters it escapes, that is json.Compact's output; with them,
 // json.Marshal's own.
 func appendCompact(b, args []byte) ([]byte, error) {
-	if bytes.ContainsAny(args, "<>&\u2028\u2029") {
+	if mayEscape(args) {
 		c, err := json.Marshal(json.RawMessage(args))
 		if err != nil {
 			return b, err
@@ -114,6 +114,20 @@ func appendCompact(b, args []byte) ([]byte, error) {
 		return b, err
 	}
 	return buf.Bytes(), nil
+}
+
+// mayEscape tells whether json.Marshal may escape some of args: <, > or &,
+// or a byte that starts U+2028 or U+2029 (0xE2 starts all of U+2000 to
+// U+2FFF: those are rare, and only take the slower way). A byte loop:
+// bytes.ContainsAny with multi-byte characters to find decodes every rune,
+// which made a new job's encoding slower than json.Marshal's.
+func mayEscape(args []byte) bool {
+	for _, c := range args {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			return true
+		}
+	}
+	return false
 }
 
 // recordScratch holds appendRecord's scratch buffers (*[]byte).
