@@ -35,11 +35,16 @@ func Body(toBot bool, interaction string, resource json.RawMessage) []byte {
 // X-Medplum-Deleted-Resource on a delete, the channel's literals, the
 // signature over body when the rule has a secret, and traceparent.
 func (r *Rule) Headers(interaction, ref string, body []byte, traceparent string) http.Header {
-	// Sized for all it may hold, and its values one array: a map grown
+	// Sized for what it holds, and its values one array: a map grown
 	// entry by entry, and a slice per value (Header.Set), were most of a
 	// bot delivery's headers' garbage. Setting a name again replaces its
 	// value, as Set does.
-	n := 6 + len(r.ChannelHeaders)
+	n := 3 + len(r.ChannelHeaders)
+	for _, more := range []bool{interaction == Delete, r.Secret != "", traceparent != ""} {
+		if more {
+			n++
+		}
+	}
 	h := headerBuilder{h: make(http.Header, n), values: make([]string, 0, n)}
 	h.set("Content-Type", "application/fhir+json")
 	h.set("X-Medplum-Subscription", r.ID)
