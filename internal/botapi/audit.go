@@ -194,54 +194,91 @@ func auditFields(ev *store.AuditEvent) []zap.Field {
 
 // auditEntry builds the AuditEvent of a run in Medplum's shape, or nil when
 // the bot's auditEventTrigger says this run is not recorded. Its entities
-// are the bot, then entity (what the run was about, such as the
-// Subscription that triggered it).
-func auditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time, entity ...store.Reference) *store.AuditEvent {
-	failed := res.Outcome != botrunner.OutcomeSuccess
-	switch bot.AuditEventTrigger {
-	case "never":
+// are the bot (botRef, "Bot/{id}"), then entity (what the run was about,
+// such as the Subscription that triggered it).
+func auditEntry(bot *store.Bot, botRef string, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time, entity ...store.Reference) *store.AuditEvent {
+	if !audited(bot, res) {
 		return nil
-	case "on-error":
-		if !failed {
-			return nil
-		}
-	case "on-output":
-		if res.Console == "" {
-			return nil
-		}
 	}
-	botRef := store.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name}
-	durationMs := res.Duration.Milliseconds()
-	ev := &store.AuditEvent{
+	failed := res.Outcome != botrunner.OutcomeSuccess
+	ref := store.Reference{Reference: botRef, Display: bot.Name}
+	blk := &auditBlock{durationMs: res.Duration.Milliseconds()}
+	blk.period = store.Period{Start: store.FormatTime(started), End: store.FormatTime(started.Add(res.QueueWait + res.Duration))}
+	blk.tracing = [...]store.Extension{
+		{URL: "traceId", ValueID: traceID},
+		{URL: "durationMs", ValueInteger: &blk.durationMs},
+		{URL: "outcome", ValueCode: res.Outcome.String()},
+	}
+	blk.extension[0] = store.Extension{URL: "https://medplum.com/fhir/StructureDefinition/tracing", Extension: blk.tracing[:]}
+	blk.entity[0] = store.AuditEventEntity{What: ref}
+	ev := &blk.ev
+	*ev = store.AuditEvent{
 		Type:        store.Coding{System: "https://medplum.com/CodeSystem/audit-event", Code: "execute"},
-		Period:      &store.Period{Start: store.FormatTime(started), End: store.FormatTime(started.Add(res.QueueWait + res.Duration))},
+		Period:      &blk.period,
 		Outcome:     "0",
 		OutcomeDesc: consoleTail(res),
-		Source:      store.AuditEventSource{Observer: botRef},
-		Entity:      []store.AuditEventEntity{{What: botRef}},
-		Extension: []store.Extension{{
-			URL: "https://medplum.com/fhir/StructureDefinition/tracing",
-			Extension: []store.Extension{
-				{URL: "traceId", ValueID: traceID},
-				{URL: "durationMs", ValueInteger: &durationMs},
-				{URL: "outcome", ValueCode: res.Outcome.String()},
-			},
-		}},
+		Source:      store.AuditEventSource{Observer: ref},
+		// Full slices: whoever appends (addFetches) copies, as before.
+		Entity:    blk.entity[:1:1],
+		Extension: blk.extension[:],
 	}
-	for _, e := range entity {
-		ev.Entity = append(ev.Entity, store.AuditEventEntity{What: e})
-	}
-	if failed {
-		ev.Outcome = "4"
-		if res.Message != "" {
-			ev.OutcomeDesc = appendLine(ev.OutcomeDesc, "Error: "+res.Message)
+	if len(entity) <= len(blk.entity)-1 {
+		ev.Entity = blk.entity[: 1+len(entity) : 1+len(entity)]
+		for i, e := range entity {
+			ev.Entity[1+i] = store.AuditEventEntity{What: e}
+		}
+	} else {
+		for _, e := range entity {
+			ev.Entity = append(ev.Entity, store.AuditEventEntity{What: e})
 		}
 	}
+	if failed {
+		markFailed(ev, res)
+	}
 	if id.Profile != "" {
-		ev.Agent = []store.AuditEventAgent{{Who: store.Reference{Reference: id.Profile}, Requestor: true}}
+		blk.agent[0] = store.AuditEventAgent{Who: store.Reference{Reference: id.Profile}, Requestor: true}
+		ev.Agent = blk.agent[:]
 	}
 	ev.Meta.Project = bot.Meta.Project
 	return ev
+}
+
+// markFailed gives the event of a run that failed its outcome, and the
+// runner's error message after the console output.
+func markFailed(ev *store.AuditEvent, res *botrunner.Result) {
+	ev.Outcome = "4"
+	if res.Message != "" {
+		ev.OutcomeDesc = appendLine(ev.OutcomeDesc, "Error: "+res.Message)
+	}
+}
+
+// audited tells whether the bot's auditEventTrigger records a run that
+// ended as res.
+func audited(bot *store.Bot, res *botrunner.Result) bool {
+	switch bot.AuditEventTrigger {
+	case "never":
+		return false
+	case "on-error":
+		return res.Outcome != botrunner.OutcomeSuccess
+	case "on-output":
+		return res.Console != ""
+	}
+	return true
+}
+
+// auditBlock is a run's AuditEvent with the parts it points to, allocated
+// as one: an event is built for every run and stays queued for the audit
+// writer up to auditLinger, and its eight separate allocations were a
+// good part of a Subscription delivery's garbage (BenchmarkRunMessage).
+// entity holds the bot and a Subscription run's two entities.
+type auditBlock struct {
+	ev         store.AuditEvent
+	period     store.Period
+	entity     [3]store.AuditEventEntity
+	agent      [1]store.AuditEventAgent
+	extension  [1]store.Extension
+	tracing    [3]store.Extension
+	durationMs int64
 }
 
 // consoleTail keeps the end of the console output, where errors are.

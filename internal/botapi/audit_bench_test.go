@@ -67,7 +67,7 @@ func benchmarkAuditWrite(b *testing.B, perSecond int, trigger string) {
 			next = next.Add(tick)
 			time.Sleep(time.Until(next))
 		}
-		w.record(auditEntry(bot, id, res, trace, time.Now()))
+		w.record(auditEntry(bot, "Bot/"+bot.ID, id, res, trace, time.Now()))
 	}
 	w.close()
 	b.StopTimer()

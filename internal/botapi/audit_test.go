@@ -3,6 +3,8 @@ package botapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func TestFullAuditBatchFitsOneTransaction(t *testing.T) {
 	for target := 600; target <= 1100; target += 25 {
 		batch := make([]store.Resource, auditBatch)
 		for i := range batch {
-			ev := auditEntry(bot, id, &botrunner.Result{Outcome: botrunner.OutcomeSuccess, Duration: time.Millisecond}, "trace", time.Now())
+			ev := auditEntry(bot, "Bot/"+bot.ID, id, &botrunner.Result{Outcome: botrunner.OutcomeSuccess, Duration: time.Millisecond}, "trace", time.Now())
 			if pad := target - eventSize(t, ev); pad > 0 {
 				ev.OutcomeDesc += strings.Repeat("x", pad)
 			}
@@ -89,7 +91,7 @@ func TestAuditEntryShape(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := json.Marshal(auditEntry(bot, id, &tc.res, "trace-1", started))
+			got, err := json.Marshal(auditEntry(bot, "Bot/"+bot.ID, id, &tc.res, "trace-1", started))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,4 +100,96 @@ func TestAuditEntryShape(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuditEntryMatchesSeparateAllocations checks auditEntry, which
+// allocates an event and its parts as one block, against the event built
+// part by part as it was before (plainAuditEntry): the same fields, the
+// same JSON, for every trigger, outcome, requester and number of entities
+// (more than the block holds included), and appending to its slices
+// (addFetches) leaves the built event's other parts alone.
+func TestAuditEntryMatchesSeparateAllocations(t *testing.T) {
+	t.Parallel()
+	started := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	results := []botrunner.Result{
+		{Outcome: botrunner.OutcomeSuccess, Duration: 1500 * time.Millisecond, QueueWait: 3 * time.Millisecond},
+		{Outcome: botrunner.OutcomeSuccess, Console: "hello\n"},
+		{Outcome: botrunner.OutcomeError, Message: "boom", Console: "partial"},
+		{Outcome: botrunner.OutcomeTimeout, Message: "timed out", Console: strings.Repeat("x", auditTailBytes+10)},
+	}
+	refs := []store.Reference{{Reference: "Subscription/s1"}, {Reference: "Patient/p1", Display: "P"}, {Reference: "Extra/e1"}, {Reference: "Extra/e2"}}
+	for _, trigger := range []string{"", "always", "never", "on-error", "on-output"} {
+		for ri := range results {
+			for _, profile := range []string{"", "Practitioner/1"} {
+				for n := 0; n <= len(refs); n++ {
+					bot := &store.Bot{Name: "b<&>", AuditEventTrigger: trigger}
+					bot.ID, bot.Meta.Project = "0190b3c2-7a1e-7c3d-9f00-1234567890ab", "proj"
+					id := &oauth.Identity{Profile: profile}
+					name := fmt.Sprintf("%s/%d/%q/%d", trigger, ri, profile, n)
+					got := auditEntry(bot, "Bot/"+bot.ID, id, &results[ri], "trace", started, refs[:n]...)
+					want := plainAuditEntry(bot, id, &results[ri], "trace", started, refs[:n]...)
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s:\n got %+v\nwant %+v", name, got, want)
+					}
+					if got == nil {
+						continue
+					}
+					gj, _ := json.Marshal(got)
+					wj, _ := json.Marshal(want)
+					if string(gj) != string(wj) {
+						t.Fatalf("%s: JSON\n got %s\nwant %s", name, gj, wj)
+					}
+					got.Extension = append(got.Extension, store.Extension{URL: "appended"})
+					got.Entity = append(got.Entity, store.AuditEventEntity{What: store.Reference{Reference: "Appended/1"}})
+					got.Agent = append(got.Agent, store.AuditEventAgent{Who: store.Reference{Reference: "Appended/2"}})
+					gj2, _ := json.Marshal(got)
+					want.Extension = append(want.Extension, store.Extension{URL: "appended"})
+					want.Entity = append(want.Entity, store.AuditEventEntity{What: store.Reference{Reference: "Appended/1"}})
+					want.Agent = append(want.Agent, store.AuditEventAgent{Who: store.Reference{Reference: "Appended/2"}})
+					wj2, _ := json.Marshal(want)
+					if string(gj2) != string(wj2) {
+						t.Fatalf("%s: after appends\n got %s\nwant %s", name, gj2, wj2)
+					}
+				}
+			}
+		}
+	}
+}
+
+// plainAuditEntry is auditEntry as it was before its block allocation:
+// the reference the block-allocated one must match.
+func plainAuditEntry(bot *store.Bot, id *oauth.Identity, res *botrunner.Result, traceID string, started time.Time, entity ...store.Reference) *store.AuditEvent {
+	if !audited(bot, res) {
+		return nil
+	}
+	failed := res.Outcome != botrunner.OutcomeSuccess
+	botRef := store.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name}
+	durationMs := res.Duration.Milliseconds()
+	ev := &store.AuditEvent{
+		Type:        store.Coding{System: "https://medplum.com/CodeSystem/audit-event", Code: "execute"},
+		Period:      &store.Period{Start: store.FormatTime(started), End: store.FormatTime(started.Add(res.QueueWait + res.Duration))},
+		Outcome:     "0",
+		OutcomeDesc: consoleTail(res),
+		Source:      store.AuditEventSource{Observer: botRef},
+		Entity:      []store.AuditEventEntity{{What: botRef}},
+		Extension: []store.Extension{{
+			URL: "https://medplum.com/fhir/StructureDefinition/tracing",
+			Extension: []store.Extension{
+				{URL: "traceId", ValueID: traceID},
+				{URL: "durationMs", ValueInteger: &durationMs},
+				{URL: "outcome", ValueCode: res.Outcome.String()},
+			},
+		}},
+	}
+	for _, e := range entity {
+		ev.Entity = append(ev.Entity, store.AuditEventEntity{What: e})
+	}
+	if failed {
+		markFailed(ev, res)
+	}
+	if id.Profile != "" {
+		ev.Agent = []store.AuditEventAgent{{Who: store.Reference{Reference: id.Profile}, Requestor: true}}
+	}
+	ev.Meta.Project = bot.Meta.Project
+	return ev
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/fhirgate/fhirgate/botrunner"
+	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/store"
 )
 
@@ -19,7 +20,12 @@ var botInputTypes = []string{"Bot", "Project", "ProjectMembership"}
 // it sees and its membership (nil: it has none). It is shared between
 // runs and must not be modified.
 type resolvedBot struct {
-	bot     *store.Bot
+	bot *store.Bot
+	// ref is "Bot/{id}", and self whom the bot acts as when it runs as
+	// itself (botIdentity): built once, not on every run. Nothing
+	// writes to an Identity once built, so runs share self.
+	ref     string
+	self    *oauth.Identity
 	secrets map[string]botrunner.Secret
 	member  *store.ProjectMembership
 	changes uint64 // store.Changes(botInputTypes...) before the reads

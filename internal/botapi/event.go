@@ -59,10 +59,28 @@ func eventHeaders(h http.Header) map[string]string {
 		if credentialHeaders[name] {
 			continue
 		}
-		out[strings.ToLower(name)] = strings.Join(values, ", ")
+		lower, ok := lowerHeaderNames[name]
+		if !ok {
+			lower = strings.ToLower(name)
+		}
+		out[lower] = strings.Join(values, ", ")
 	}
 	return out
 }
+
+// lowerHeaderNames holds the lower-case form of the header names every
+// Subscription delivery (spec.Rule.Headers) and most requests carry, so
+// that a run does not allocate them anew.
+var lowerHeaderNames = func() map[string]string {
+	m := map[string]string{}
+	for _, name := range []string{
+		"Content-Type", "Content-Length", "Accept", "Accept-Encoding", "User-Agent", "Traceparent", "X-Trace-Id",
+		"X-Medplum-Subscription", "X-Medplum-Interaction", "X-Medplum-Deleted-Resource", "X-Signature",
+	} {
+		m[name] = strings.ToLower(name)
+	}
+	return m
+}()
 
 // secrets are the project's secrets overlaid with the bot's own, in
 // Medplum's ProjectSetting shape.

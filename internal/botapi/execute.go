@@ -56,6 +56,7 @@ type runCall struct {
 // its code loaded.
 type preparedRun struct {
 	bot     *store.Bot
+	botRef  string // "Bot/{id}"
 	id      *oauth.Identity
 	req     botrunner.Request
 	traceID string
@@ -131,13 +132,13 @@ func resultStatus(res *botrunner.Result) int {
 // code not found, input refused, runs busy, stopped by a shutdown); any
 // other error means the caller went away.
 func (a *API) runBot(ctx context.Context, call runCall) (*botrunner.Result, error) {
-	p, ferr := a.prepare(ctx, call)
-	if ferr != nil {
+	var p preparedRun // on the stack: a run's is over 600 bytes
+	if ferr := a.prepareInto(ctx, call, &p); ferr != nil {
 		return nil, ferr
 	}
 	ctx, end := a.life.begin(ctx)
 	defer end()
-	res, err := a.run(ctx, p)
+	res, err := a.run(ctx, &p)
 	if why, stopped := a.life.stoppedByShutdown(ctx); stopped {
 		// 400, not 503: a client retries a 5xx, and the bot ran partly.
 		return nil, fhir.NewError(http.StatusBadRequest, why)
@@ -156,34 +157,44 @@ func (a *API) runBot(ctx context.Context, call runCall) (*botrunner.Result, erro
 // prepare finds the bot call names, accepts its input (the media type;
 // the body itself is parsed by the runner) and loads its code.
 func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Error) {
+	p := &preparedRun{}
+	if ferr := a.prepareInto(ctx, call, p); ferr != nil {
+		return nil, ferr
+	}
+	return p, nil
+}
+
+// prepareInto is prepare into p, which a run that ends before its caller
+// returns (runBot) keeps on its stack.
+func (a *API) prepareInto(ctx context.Context, call runCall, p *preparedRun) *fhir.Error {
 	found, ferr := a.findBot(ctx, call.id, call.bot)
 	if ferr != nil {
-		return nil, ferr
+		return ferr
 	}
 	bot := found.bot
 	input, err := botrunner.PrepareInput(call.contentType, call.body)
 	if err != nil {
-		return nil, asInputError(err)
+		return asInputError(err)
 	}
 	code, key, err := a.code.executable(ctx, a.o.Store, bot)
 	if errors.Is(err, deploy.ErrNoCode) {
-		return nil, fhir.NewError(http.StatusBadRequest, fmt.Sprintf("Bot/%s has no deployed code; deploy it with $deploy", bot.ID))
+		return fhir.NewError(http.StatusBadRequest, fmt.Sprintf("Bot/%s has no deployed code; deploy it with $deploy", bot.ID))
 	}
 	if err != nil {
 		a.o.Logger.Error("loading bot code", zap.String("bot", bot.ID), zap.Error(err))
-		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's code failed")
+		return fhir.NewError(http.StatusInternalServerError, "loading the bot's code failed")
 	}
 	// id is who asked for the run (event.requester, the AuditEvent's
 	// agent, the fair share); runAs is whom its medplum calls act as.
-	id, runAs := call.id, botIdentity(bot, found.member)
+	id, runAs := call.id, found.self
 	if call.asBot {
 		id = runAs
 	}
 	if bot.RunAsUser {
 		runAs = id
 	}
-	if runAs.Profile == "Bot/"+bot.ID && found.member != nil && !found.member.IsActive() {
-		return nil, fhir.NewError(http.StatusForbidden, fmt.Sprintf("Bot/%s's membership is inactive: it cannot run as itself", bot.ID))
+	if runAs.Profile == found.ref && found.member != nil && !found.member.IsActive() {
+		return fhir.NewError(http.StatusForbidden, fmt.Sprintf("Bot/%s's membership is inactive: it cannot run as itself", bot.ID))
 	}
 	req := botrunner.Request{
 		CacheKey:      key,
@@ -197,7 +208,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		// A bot's medplum.executeBot runs on its caller's slot: the caller waits for it.
 		InheritSlot: ctx.Value(depthKey{}) != nil,
 		Event: botrunner.Event{
-			Bot:         botrunner.Reference{Reference: "Bot/" + bot.ID, Display: bot.Name},
+			Bot:         botrunner.Reference{Reference: found.ref, Display: bot.Name},
 			ContentType: call.header.Get("Content-Type"),
 			Input:       input,
 			Secrets:     found.secrets,
@@ -213,7 +224,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 		req.Event.Requester = &botrunner.Reference{Reference: id.Profile}
 	}
 	be := a.backendFor(ctx, call.backend, runAs)
-	p := &preparedRun{bot: bot, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be, fetch: a.newFetcher(id.ProjectID)}
+	*p = preparedRun{bot: bot, botRef: found.ref, id: id, req: req, traceID: call.traceID, started: time.Now(), entity: call.entity, backend: be, fetch: a.newFetcher(id.ProjectID)}
 	if be != nil {
 		p.tokens = newRunTokens(req.Timeout)
 		p.req.Medplum = medplumClient{api: a, id: runAs, backend: be, traceID: call.traceID, calls: a.callsOf(ctx), fhirBase: call.fhirBase, tokens: p.tokens}
@@ -221,7 +232,7 @@ func (a *API) prepare(ctx context.Context, call runCall) (*preparedRun, *fhir.Er
 	if p.fetch != nil {
 		p.req.Fetch = p.fetch
 	}
-	return p, nil
+	return nil
 }
 
 // run runs a prepared bot, records metrics and the audit event. The error
@@ -242,7 +253,7 @@ func (a *API) run(ctx context.Context, p *preparedRun) (*botrunner.Result, error
 		return nil, err
 	}
 	a.o.OnExecute(res.Outcome.String(), res.Duration, res.QueueWait)
-	ev := auditEntry(p.bot, p.id, res, p.traceID, p.started, p.entity...)
+	ev := auditEntry(p.bot, p.botRef, p.id, res, p.traceID, p.started, p.entity...)
 	addFetches(ev, p.fetch)
 	a.sendAudit(ctx, p.bot, p.backend, ev)
 	a.audit.record(ev)
@@ -283,7 +294,7 @@ func (a *API) findBot(ctx context.Context, id *oauth.Identity, bk botKey) (*reso
 		a.o.Logger.Error("loading bot membership", zap.String("bot", bot.ID), zap.Error(err))
 		return nil, fhir.NewError(http.StatusInternalServerError, "loading the bot's membership failed")
 	}
-	e := &resolvedBot{bot: bot, secrets: secrets, member: member, changes: changes}
+	e := &resolvedBot{bot: bot, ref: "Bot/" + bot.ID, self: botIdentity(bot, member), secrets: secrets, member: member, changes: changes}
 	a.bots.put(k, e)
 	return e, nil
 }

@@ -37,22 +37,8 @@ func BenchmarkExecute(b *testing.B) {
 }
 
 func benchmarkExecute(b *testing.B, trigger string) {
-	ctx := context.Background()
-	st := storetest.Open(b)
-	project := &store.Project{Name: "bench"}
-	if err := st.Create(ctx, project, store.PutOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	bot := &store.Bot{Name: "echo", Identifier: []store.Identifier{{System: "https://bench", Value: "echo"}}, AuditEventTrigger: trigger}
-	bot.Meta.Project = project.ID
-	if err := st.Create(ctx, bot, store.PutOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	const code = "export async function handler(medplum, event) {\n  return event.input;\n}\n"
-	c := newCompiler(b)
-	if _, err := deploy.Deploy(ctx, st, c, bot.ID, "index.ts", code); err != nil {
-		b.Fatal(err)
-	}
+	st, project, c := benchDeployed(b, bot, "export async function handler(medplum, event) {\n  return event.input;\n}\n")
 	api, err := New(Options{Store: st, Runner: botrunner.New(botrunner.Options{}), Compiler: c})
 	if err != nil {
 		b.Fatal(err)
@@ -67,7 +53,36 @@ func benchmarkExecute(b *testing.B, trigger string) {
 			b.Fatalf("$execute: %d %s", w.Code, w.Body)
 		}
 	}
-	run() // compile and cache the program before measuring
+	measureRuns(b, api, run)
+}
+
+// benchDeployed opens a store with a project and bot in it, and deploys
+// code as the bot's.
+func benchDeployed(b *testing.B, bot *store.Bot, code string) (*store.Store, *store.Project, *botrunner.Compiler) {
+	b.Helper()
+	ctx := context.Background()
+	st := storetest.Open(b)
+	project := &store.Project{Name: "bench"}
+	if err := st.Create(ctx, project, store.PutOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	bot.Meta.Project = project.ID
+	if err := st.Create(ctx, bot, store.PutOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	c := newCompiler(b)
+	if _, err := deploy.Deploy(ctx, st, c, bot.ID, "index.ts", code); err != nil {
+		b.Fatal(err)
+	}
+	return st, project, c
+}
+
+// measureRuns runs run once (the program compiled and cached, a worker
+// started), then b.N times, and reports the process's CPU per run with
+// api's queued AuditEvents written at the end.
+func measureRuns(b *testing.B, api *API, run func()) {
+	b.Helper()
+	run()
 	before := cputest.Process(b)
 	b.ReportAllocs()
 	b.ResetTimer()

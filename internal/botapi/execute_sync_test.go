@@ -206,3 +206,23 @@ func TestEventHeadersDropCredentials(t *testing.T) {
 		t.Errorf("eventHeaders = %s", asJSON(got))
 	}
 }
+
+// TestEventHeaderNamesAreLowerCased: the names eventHeaders takes from
+// its table of common ones are what strings.ToLower makes of them, as for
+// any other name.
+func TestEventHeaderNamesAreLowerCased(t *testing.T) {
+	t.Parallel()
+	h := http.Header{"X-Other-Name": {"v"}}
+	for name := range lowerHeaderNames {
+		h[name] = []string{"v"}
+	}
+	got := eventHeaders(h)
+	if len(got) != len(h) {
+		t.Fatalf("%d headers, want %d", len(got), len(h))
+	}
+	for name := range h {
+		if _, ok := got[strings.ToLower(name)]; !ok {
+			t.Errorf("%s is not seen as %s: %v", name, strings.ToLower(name), got)
+		}
+	}
+}

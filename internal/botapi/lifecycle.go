@@ -34,6 +34,13 @@ type lifecycle struct {
 	stop     context.Context
 	stopRuns context.CancelCauseFunc
 
+	// cancels are the runs in flight's, by their number (last), for
+	// stopAll. A context.AfterFunc on stop per run did the same, at three
+	// allocations and a registration in stop's own set per run.
+	mu      sync.Mutex
+	cancels map[uint64]context.CancelCauseFunc
+	last    uint64
+
 	closeOnce sync.Once
 	done      chan struct{} // closed once the API has closed: its runs ended, audit flushed
 }
@@ -43,21 +50,44 @@ func newLifecycle(grace time.Duration) *lifecycle {
 		grace = DefaultShutdownGrace
 	}
 	stop, stopRuns := context.WithCancelCause(context.Background())
-	return &lifecycle{grace: grace, stop: stop, stopRuns: stopRuns, done: make(chan struct{})}
+	return &lifecycle{grace: grace, stop: stop, stopRuns: stopRuns, cancels: map[uint64]context.CancelCauseFunc{}, done: make(chan struct{})}
 }
 
 // begin counts a run in and returns its context: parent's, also cancelled (with errShutdown
-// as its cause) when a shutdown stops the runs. end must be called when the run is over.
+// as its cause) when a shutdown stops the runs — at once if it has already. end must be
+// called when the run is over.
 func (l *lifecycle) begin(parent context.Context) (ctx context.Context, end func()) {
 	l.runs.Add(1)
 	l.active.Add(1)
 	ctx, cancel := context.WithCancelCause(parent)
-	unwatch := context.AfterFunc(l.stop, func() { cancel(context.Cause(l.stop)) })
+	l.mu.Lock()
+	l.last++
+	n := l.last
+	stopped := l.stop.Err() != nil
+	if !stopped {
+		l.cancels[n] = cancel
+	}
+	l.mu.Unlock()
+	if stopped {
+		cancel(context.Cause(l.stop))
+	}
 	return ctx, func() {
-		unwatch()
+		l.mu.Lock()
+		delete(l.cancels, n)
+		l.mu.Unlock()
 		cancel(nil)
 		l.active.Add(-1)
 		l.runs.Done()
+	}
+}
+
+// stopAll stops the runs in flight, and those that begin from now on, with cause.
+func (l *lifecycle) stopAll(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopRuns(cause)
+	for _, cancel := range l.cancels {
+		cancel(cause)
 	}
 }
 
@@ -94,7 +124,7 @@ func (a *API) Shutdown() {
 	select {
 	case <-idle:
 	case <-time.After(a.life.grace):
-		a.life.stopRuns(errShutdown)
+		a.life.stopAll(errShutdown)
 		select {
 		case <-idle:
 		case <-time.After(stopWait):

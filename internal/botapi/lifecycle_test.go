@@ -161,3 +161,39 @@ func TestReadBodyAllocatesOnce(t *testing.T) {
 		t.Errorf("over the limit: read %d bytes, want limit+1", len(got))
 	}
 }
+
+// TestStoppingRunsCancelsThoseInFlightAndToCome checks the lifecycle's
+// own bookkeeping: a run in flight when the runs are stopped ends with
+// errShutdown as its cause, one that begins afterwards is cancelled at
+// once with it, a run whose caller went away has the caller's cause, and
+// an ended run is forgotten.
+func TestStoppingRunsCancelsThoseInFlightAndToCome(t *testing.T) {
+	l := newLifecycle(time.Second)
+	parent, cancelParent := context.WithCancelCause(context.Background())
+	gone := errors.New("the caller went away")
+	left, endLeft := l.begin(parent)
+	cancelParent(gone)
+	if !errors.Is(context.Cause(left), gone) {
+		t.Fatalf("a run whose caller left: cause %v", context.Cause(left))
+	}
+	endLeft()
+	running, endRunning := l.begin(context.Background())
+	if running.Err() != nil {
+		t.Fatal("a run is cancelled before any stop")
+	}
+	l.stopAll(errShutdown)
+	if !errors.Is(context.Cause(running), errShutdown) {
+		t.Fatalf("a run in flight: cause %v, want errShutdown", context.Cause(running))
+	}
+	endRunning()
+	late, endLate := l.begin(context.Background())
+	if !errors.Is(context.Cause(late), errShutdown) {
+		t.Fatalf("a run begun after the stop: cause %v, want errShutdown", context.Cause(late))
+	}
+	endLate()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.cancels) != 0 || l.active.Load() != 0 {
+		t.Fatalf("%d runs still registered, %d active", len(l.cancels), l.active.Load())
+	}
+}

@@ -46,7 +46,7 @@ type Message struct {
 // input refused, runs busy, stopped by a shutdown), or ctx's.
 func (a *API) RunMessage(ctx context.Context, m Message) (*botrunner.Result, error) {
 	call := runCall{
-		id:          &oauth.Identity{ProjectID: m.Project},
+		id:          m.Caller,
 		asBot:       m.Caller == nil,
 		contentType: m.ContentType,
 		body:        m.Body,
@@ -54,11 +54,11 @@ func (a *API) RunMessage(ctx context.Context, m Message) (*botrunner.Result, err
 		traceID:     m.TraceID,
 		entity:      m.Entity,
 	}
-	if m.Caller != nil {
-		if m.Caller.ProjectID != m.Project {
-			return nil, fhir.NewError(http.StatusForbidden, "the caller is not a member of the bot's project")
-		}
-		call.id = m.Caller
+	switch {
+	case m.Caller == nil:
+		call.id = &oauth.Identity{ProjectID: m.Project}
+	case m.Caller.ProjectID != m.Project:
+		return nil, fhir.NewError(http.StatusForbidden, "the caller is not a member of the bot's project")
 	}
 	if call.header == nil {
 		call.header = http.Header{}

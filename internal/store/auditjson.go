@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -15,12 +17,34 @@ type jsonAppender interface {
 }
 
 // encodeRecord is the stored JSON of r.
+//
+// An appender writes into a pooled scratch buffer and the record gets an
+// exact-size copy: the store keeps the bytes until its transaction
+// commits, so they cannot be the scratch itself, and a guessed capacity
+// either wastes most of itself or, when the event outgrows it (a bot
+// run's AuditEvent is just over 1 KB), is allocated again at 1.5 times
+// the size — about 2.5 KB of garbage per event where the copy is 1.1 KB
+// (BenchmarkRunMessage).
 func encodeRecord(r storable) ([]byte, error) {
 	if a, ok := r.(jsonAppender); ok {
-		return a.appendJSON(make([]byte, 0, 1024)), nil
+		scratch := recordScratch.Get().(*[]byte)
+		b := a.appendJSON((*scratch)[:0])
+		out := bytes.Clone(b)
+		if cap(b) <= maxPooledScratch {
+			*scratch = b
+			recordScratch.Put(scratch)
+		}
+		return out, nil
 	}
 	return json.Marshal(r)
 }
+
+// recordScratch holds encodeRecord's scratch buffers (*[]byte).
+var recordScratch = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooledScratch keeps a rare huge record (a long console tail) from
+// pinning its buffer in the pool.
+const maxPooledScratch = 64 << 10
 
 // appendJSON encodes the event as json.Marshal does. An AuditEvent is
 // written with every bot run, and encoding/json's reflection over its nested
@@ -176,6 +200,11 @@ func closeObject(b []byte, n int) []byte {
 	}
 	return append(b, '}')
 }
+
+// AppendJSONString appends s as a JSON string exactly as encoding/json
+// writes it (appendJSONString), for other hand-written encoders of
+// records that must match json.Marshal (kvqueue's job records).
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
 // appendJSONString writes s as a JSON string exactly as encoding/json does
 // with its default HTML escaping: <, > and & as \u003c, \u003e and \u0026,

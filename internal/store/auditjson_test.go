@@ -56,6 +56,37 @@ func TestAuditEventJSONMatchesMarshal(t *testing.T) {
 	}
 }
 
+// TestEncodedRecordOwnsItsBytes checks that a record does not share the
+// pooled scratch encodeRecord writes in: a store transaction holds a
+// record's bytes until it commits, while later records are encoded.
+func TestEncodedRecordOwnsItsBytes(t *testing.T) {
+	cases := auditEventJSONCases()
+	held := make([][]byte, len(cases))
+	for i, ev := range cases {
+		b, err := encodeRecord(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i] = b
+	}
+	for i, ev := range cases {
+		want, _ := json.Marshal(ev)
+		if !bytes.Equal(held[i], want) {
+			t.Fatalf("case %d changed after later encodes:\n got %s\nwant %s", i, held[i], want)
+		}
+	}
+}
+
+// TestEncodeRecordAllocatesOnlyTheRecord guards the exact-size copy: one
+// allocation per event once the scratch is pooled.
+func TestEncodeRecordAllocatesOnlyTheRecord(t *testing.T) {
+	ev := auditEventJSONCases()[0]
+	_, _ = encodeRecord(ev)
+	if n := testing.AllocsPerRun(100, func() { _, _ = encodeRecord(ev) }); n > 1 {
+		t.Fatalf("encodeRecord allocates %v times per event, want 1", n)
+	}
+}
+
 func checkAuditEventJSON(t *testing.T, i int, ev *AuditEvent) {
 	t.Helper()
 	want, err := json.Marshal(ev)

@@ -116,19 +116,20 @@ func (s *Service) runBot(ctx context.Context, sub *store.Subscription, r *spec.R
 		// input parser would refuse it as one.
 		contentType = "application/json"
 	}
+	ref := a.Change.Ref()
 	m := botapi.Message{
 		Project:     sub.Meta.Project,
 		Bot:         "Bot/" + r.Endpoint.Bot,
 		ContentType: contentType,
 		Body:        body,
-		Header:      r.Headers(a.Change.Interaction, a.Change.Ref(), body, a.Trace),
+		Header:      r.Headers(a.Change.Interaction, ref, body, a.Trace),
 		TraceID:     a.Trace,
 		// A bot with runAsUser runs as the writer (Medplum: the
 		// resource's meta.author); others run as themselves.
-		Caller: a.Writer.identity(),
+		Caller: a.callerIdentity(),
 		// The run's AuditEvent names the Subscription and the resource,
 		// as Medplum's does.
-		Entity: []store.Reference{{Reference: "Subscription/" + sub.ID}, {Reference: a.Change.Ref()}},
+		Entity: []store.Reference{{Reference: "Subscription/" + sub.ID}, {Reference: ref}},
 	}
 	res, err := s.o.Bots.RunMessage(WithDepth(ctx, a.Depth+1), m)
 	if err != nil {

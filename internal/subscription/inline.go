@@ -31,13 +31,14 @@ const inlineBotRuns = 5
 // died waits to run again elsewhere (an async run's is 16 minutes).
 const triggerTimeout = time.Minute + inlineBotRuns*(botrunner.DefaultTimeout+botrunner.DefaultQueueTimeout) + botRunBound
 
-// botDelivery is a match for a bot Subscription, to run by its trigger.
+// botDelivery is a match for a bot Subscription, to run by its trigger:
+// change (one of the trigger's) to rule.
 type botDelivery struct {
-	rule *spec.Rule
-	args deliverArgs
+	rule   *spec.Rule
+	change *spec.Change
 }
 
-// deliverBots runs the bot deliveries of a trigger, one after another:
+// deliverBots runs the bot deliveries of trigger a, one after another:
 // the queue's workers already run triggers side by side, and runs in
 // sequence compete less with the clients' writes than a job each (whose
 // enqueue, claim and outcome commits cost more than a bot run). Each is
@@ -47,13 +48,19 @@ type botDelivery struct {
 // queue stops) are handed over to DeliverKind jobs as first attempts. An
 // error enqueuing these jobs is returned: the trigger runs again, and so
 // do its deliveries (at least once).
-func (s *Service) deliverBots(ctx context.Context, bots []botDelivery) error {
+func (s *Service) deliverBots(ctx context.Context, a *triggerArgs, bots []botDelivery) error {
 	var jobs []queue.Job
-	for i := range bots {
-		b := &bots[i]
+	// One deliverArgs for all: deliver keeps no reference to it, and a
+	// job made from it is encoded at once. The bots share the writer's
+	// identity too, which nothing modifies.
+	var da deliverArgs
+	caller := a.Writer.identity()
+	for i, b := range bots {
+		da = a.deliverArgs(b.rule, b.change)
 		if !timeForABot(ctx) {
 			for _, rest := range bots[i:] {
-				j, err := deliveryJob(rest.rule, &rest.args)
+				da = a.deliverArgs(rest.rule, rest.change)
+				j, err := deliveryJob(rest.rule, &da)
 				if err != nil {
 					return err
 				}
@@ -61,11 +68,12 @@ func (s *Service) deliverBots(ctx context.Context, bots []botDelivery) error {
 			}
 			break
 		}
-		if s.deliver(ctx, &b.args, 1, botDeliverAttempts) == nil {
+		da.caller = caller
+		if s.deliver(ctx, &da, 1, botDeliverAttempts) == nil {
 			continue
 		}
-		b.args.Attempted = 1
-		j, err := deliveryJob(b.rule, &b.args)
+		da.Attempted = 1
+		j, err := deliveryJob(b.rule, &da)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/fhirgate/fhirgate/internal/botapi"
 	"github.com/fhirgate/fhirgate/internal/fhir"
+	"github.com/fhirgate/fhirgate/internal/oauth"
 	"github.com/fhirgate/fhirgate/internal/queue"
+	"github.com/fhirgate/fhirgate/internal/store"
 	"github.com/fhirgate/fhirgate/internal/subscription/spec"
 )
 
@@ -255,4 +258,65 @@ func TestDeliveryJobWithoutAttemptedRunsAsTheFirstAttempt(t *testing.T) {
 			t.Fatalf("%d lags observed", lags)
 		}
 	})
+}
+
+// TestBotMessagesCarryTheWriteAndTheSubscription pins what each bot of a
+// trigger is given, field by field: the resource written, the
+// Subscription's headers (its channel header included), the trace, the
+// writer as caller and the Subscription and resource as entities. The
+// trigger builds the deliveries' arguments and the caller's identity once
+// for all its bots; each must still see its own Subscription's.
+func TestBotMessagesCarryTheWriteAndTheSubscription(t *testing.T) {
+	f := newFixture(t)
+	subs := map[string]*store.Subscription{}
+	for _, header := range []string{"", "X-Tenant: north"} {
+		s := f.subscribe(t, "Patient", "Bot/b1", nil)
+		if header != "" {
+			s.Channel.Header = []string{header}
+			if _, err := f.st.Put(context.Background(), s, store.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		subs["Subscription/"+s.ID] = s
+	}
+	id := f.createPatient(t)
+	f.onlyTrigger(t)
+	var trigger triggerArgs
+	if err := json.Unmarshal(f.q.jobs(TriggerKind)[0].Args, &trigger); err != nil {
+		t.Fatal(err)
+	}
+	w := trigger.Writer
+	runs := f.bots.messages()
+	if len(runs) != len(subs) {
+		t.Fatalf("%d bot runs, want %d", len(runs), len(subs))
+	}
+	for _, m := range runs {
+		s := subs[m.Entity[0].Reference]
+		if s == nil {
+			t.Fatalf("a run for %+v", m.Entity)
+		}
+		header := http.Header{"Content-Type": {"application/fhir+json"}, "X-Medplum-Subscription": {s.ID}, "X-Medplum-Interaction": {"create"}}
+		if len(s.Channel.Header) > 0 {
+			header["X-Tenant"] = []string{"north"}
+		}
+		if trigger.Trace != "" {
+			header["Traceparent"] = []string{trigger.Trace}
+		}
+		want := botapi.Message{
+			Project:     f.project,
+			Bot:         "Bot/b1",
+			ContentType: "application/fhir+json",
+			Body:        trigger.Changes[0].Resource,
+			Header:      header,
+			TraceID:     trigger.Trace,
+			Caller:      &oauth.Identity{UserID: w.User, Profile: w.Profile, ClientID: w.Client, Scope: w.Scope, Patient: w.Patient, ProjectID: w.Project},
+			Entity:      []store.Reference{{Reference: "Subscription/" + s.ID}, {Reference: "Patient/" + id}},
+		}
+		if w.Project != f.project || w.Profile == "" || len(want.Body) == 0 {
+			t.Fatalf("the trigger's writer %+v or resource %s", w, want.Body)
+		}
+		if !reflect.DeepEqual(m, want) {
+			t.Fatalf("bot message\n got %+v\nwant %+v", m, want)
+		}
+	}
 }

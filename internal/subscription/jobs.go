@@ -123,6 +123,19 @@ type deliverArgs struct {
 	// delivery its trigger tried and could not start (deliverBots), so
 	// that the job's first run is attempt 2.
 	Attempted int `json:"attempted,omitempty"`
+
+	// caller is Writer's identity when the trigger built it once for
+	// all its bot deliveries (nil: built by callerIdentity). Not stored.
+	caller *oauth.Identity
+}
+
+// callerIdentity is the writer's identity, whom a bot with runAsUser
+// runs as.
+func (a *deliverArgs) callerIdentity() *oauth.Identity {
+	if a.caller != nil {
+		return a.caller
+	}
+	return a.Writer.identity()
 }
 
 // match evaluates every change against the project's active rules, then
@@ -136,23 +149,27 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 	}
 	var hooks []queue.Job
 	var bots []botDelivery
-	for _, c := range a.Changes {
+	// One route to the backend for the whole write: every match reads
+	// as its writer.
+	be := &lazyBackend{s: s, writer: a.Writer}
+	for ci := range a.Changes {
+		c := &a.Changes[ci]
 		for _, r := range rules {
 			if r.Criteria.Type != c.Type || !r.Triggers(c.Interaction) {
 				continue
 			}
-			ok, err := s.matches(ctx, a, r, &c)
+			ok, err := s.matches(ctx, be, r, c)
 			if err != nil {
 				return err
 			}
 			if !ok {
 				continue
 			}
-			da := deliverArgs{Subscription: r.ID, Route: a.Route, Writer: a.Writer, Change: c, Depth: a.Depth, Trace: a.Trace, At: a.At}
 			if r.Endpoint.Bot != "" {
-				bots = append(bots, botDelivery{rule: r, args: da})
+				bots = append(bots, botDelivery{rule: r, change: c})
 				continue
 			}
+			da := a.deliverArgs(r, c)
 			j, err := deliveryJob(r, &da)
 			if err != nil {
 				return err
@@ -163,7 +180,12 @@ func (s *Service) match(ctx context.Context, a *triggerArgs) error {
 	if err := s.enqueueAll(ctx, hooks); err != nil {
 		return err // retried; the deliveries already enqueued are unique
 	}
-	return s.deliverBots(ctx, bots)
+	return s.deliverBots(ctx, a, bots)
+}
+
+// deliverArgs is the delivery of change c of this write to rule r.
+func (a *triggerArgs) deliverArgs(r *spec.Rule, c *spec.Change) deliverArgs {
+	return deliverArgs{Subscription: r.ID, Route: a.Route, Writer: a.Writer, Change: *c, Depth: a.Depth, Trace: a.Trace, At: a.At}
 }
 
 // deliveryJob is the DeliverKind job of a delivery. It is unique per
@@ -204,8 +226,7 @@ func (s *Service) enqueueAll(ctx context.Context, jobs []queue.Job) error {
 
 // matches decides one rule for one change: its parameters by the
 // backend's own search, then the author's right to read the resource.
-func (s *Service) matches(ctx context.Context, a *triggerArgs, r *spec.Rule, c *spec.Change) (bool, error) {
-	be := &lazyBackend{s: s, writer: a.Writer}
+func (s *Service) matches(ctx context.Context, be Backend, r *spec.Rule, c *spec.Change) (bool, error) {
 	switch {
 	case r.Criteria.Query == "":
 	case c.Interaction == spec.Delete:

@@ -257,7 +257,7 @@ func (q *Queue) settle(tx store.Txn, r *record, now time.Time, w *written) error
 	if r.Attempt < r.MaxAttempts {
 		r.State = queue.StateAvailable
 		r.RunAt = now.Add(q.o.Backoff(r.Attempt))
-		wk, err := writeWaiting(tx, r)
+		wk, err := writeWaiting(tx, r, encodeRecord)
 		if err == nil && w != nil {
 			*w = append(*w, kindEntry{r.Kind, &entry{key: wk, at: r.RunAt, id: r.ID, r: r}})
 		}
@@ -308,9 +308,10 @@ func readRecord(tx store.Txn, id string) (*record, error) {
 // the scan of the waiting keys instead of reading each job's key (while
 // a job waits its record does not change: a claim or a Cancel removes
 // the waiting key).
-// It returns the waiting key.
-func writeWaiting(tx store.Txn, r *record) (string, error) {
-	b, err := json.Marshal(r)
+// It returns the waiting key. encode is encodeNewRecord for a job being
+// enqueued, else encodeRecord.
+func writeWaiting(tx store.Txn, r *record, encode func(*record) ([]byte, error)) (string, error) {
+	b, err := encode(r)
 	if err != nil {
 		return "", err
 	}
@@ -322,7 +323,7 @@ func writeWaiting(tx store.Txn, r *record) (string, error) {
 }
 
 func writeRecord(tx store.Txn, r *record, ttl time.Duration) error {
-	b, err := json.Marshal(r)
+	b, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
@@ -431,7 +432,7 @@ func (q *Queue) enqueueTx(tx store.Txn, j queue.Job, w *written) (queue.Enqueued
 	if r.RunAt.IsZero() {
 		r.RunAt = time.Now()
 	}
-	wk, err := writeWaiting(tx, r)
+	wk, err := writeWaiting(tx, r, encodeNewRecord)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueuing a %s job: %w", j.Kind, err)
 	}

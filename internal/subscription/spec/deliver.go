@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/textproto"
 )
 
 // Sign is the X-Signature of body under secret, as Medplum computes it:
@@ -34,21 +35,43 @@ func Body(toBot bool, interaction string, resource json.RawMessage) []byte {
 // X-Medplum-Deleted-Resource on a delete, the channel's literals, the
 // signature over body when the rule has a secret, and traceparent.
 func (r *Rule) Headers(interaction, ref string, body []byte, traceparent string) http.Header {
-	h := http.Header{}
-	h.Set("Content-Type", "application/fhir+json")
-	h.Set("X-Medplum-Subscription", r.ID)
-	h.Set("X-Medplum-Interaction", interaction)
+	// Sized for what it holds, and its values one array: a map grown
+	// entry by entry, and a slice per value (Header.Set), were most of a
+	// bot delivery's headers' garbage. Setting a name again replaces its
+	// value, as Set does.
+	n := 3 + len(r.ChannelHeaders)
+	for _, more := range []bool{interaction == Delete, r.Secret != "", traceparent != ""} {
+		if more {
+			n++
+		}
+	}
+	h := headerBuilder{h: make(http.Header, n), values: make([]string, 0, n)}
+	h.set("Content-Type", "application/fhir+json")
+	h.set("X-Medplum-Subscription", r.ID)
+	h.set("X-Medplum-Interaction", interaction)
 	if interaction == Delete {
-		h.Set("X-Medplum-Deleted-Resource", ref)
+		h.set("X-Medplum-Deleted-Resource", ref)
 	}
 	for _, kv := range r.ChannelHeaders {
-		h.Set(kv[0], kv[1])
+		h.set(textproto.CanonicalMIMEHeaderKey(kv[0]), kv[1])
 	}
 	if r.Secret != "" {
-		h.Set("X-Signature", Sign(r.Secret, body))
+		h.set("X-Signature", Sign(r.Secret, body))
 	}
 	if traceparent != "" {
-		h.Set("traceparent", traceparent)
+		h.set("Traceparent", traceparent)
 	}
-	return h
+	return h.h
+}
+
+// headerBuilder sets header values (canonical names) from one array.
+type headerBuilder struct {
+	h      http.Header
+	values []string
+}
+
+func (b *headerBuilder) set(name, value string) {
+	b.values = append(b.values, value)
+	n := len(b.values)
+	b.h[name] = b.values[n-1 : n : n]
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -162,5 +163,39 @@ func TestChangesFromTheBackendsAnswer(t *testing.T) {
 	}
 	if !IsWrite("POST", nil) || IsWrite("POST", []string{"Patient", "_search"}) || IsWrite("POST", []string{"Bot", "b", "$execute"}) || !IsWrite("PATCH", []string{"Patient", "1"}) {
 		t.Fatal("IsWrite")
+	}
+}
+
+// TestHeadersAreWhatSetMakes checks Rule.Headers, which builds the map
+// directly, against the same headers set one by one with Header.Set: a
+// channel header that names a standard one (in any case) replaces it,
+// and a delete's, a secret's and a trace's are there.
+func TestHeadersAreWhatSetMakes(t *testing.T) {
+	for _, interaction := range []string{Create, Delete} {
+		for _, secret := range []string{"", "s3cret"} {
+			for _, trace := range []string{"", "00-abc-def-01"} {
+				r := &Rule{ID: "s1", Secret: secret, ChannelHeaders: [][2]string{{"x-key", "1:2"}, {"content-type", "text/plain"}, {"X-KEY", "3"}}}
+				body := []byte(`{"a":1}`)
+				want := http.Header{}
+				want.Set("Content-Type", "application/fhir+json")
+				want.Set("X-Medplum-Subscription", r.ID)
+				want.Set("X-Medplum-Interaction", interaction)
+				if interaction == Delete {
+					want.Set("X-Medplum-Deleted-Resource", "Patient/1")
+				}
+				for _, kv := range r.ChannelHeaders {
+					want.Set(kv[0], kv[1])
+				}
+				if secret != "" {
+					want.Set("X-Signature", Sign(secret, body))
+				}
+				if trace != "" {
+					want.Set("traceparent", trace)
+				}
+				if got := r.Headers(interaction, "Patient/1", body, trace); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s %q %q:\n got %v\nwant %v", interaction, secret, trace, got, want)
+				}
+			}
+		}
 	}
 }
