@@ -34,15 +34,19 @@ type jsonScanner struct {
 	i int
 }
 
-func (s *jsonScanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+func (s *jsonScanner) space() { s.i = skipJSONSpace(s.b, s.i) }
+
+// skipJSONSpace returns the index of the first byte from i on that is not JSON whitespace.
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\r', '\n':
-			s.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 // value scans the value at s.i, which depth containers enclose.
@@ -71,16 +75,8 @@ func (s *jsonScanner) value(depth int) bool {
 // object scans the object at s.i, the depth-th container; info, when not nil, notes its
 // resourceType member.
 func (s *jsonScanner) object(depth int, info *jsonInfo) bool {
-	if depth > MaxJSONDepth {
-		return false
-	}
-	s.i++ // '{'
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return true
-	}
-	for {
+	done, ok := s.enter(depth, '}')
+	for ok && !done {
 		if s.i == len(s.b) || s.b[s.i] != '"' {
 			return false
 		}
@@ -106,21 +102,9 @@ func (s *jsonScanner) object(depth int, info *jsonInfo) bool {
 			}
 			info.noteMember(key, value)
 		}
-		s.space()
-		if s.i == len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
-		}
+		done, ok = s.next('}')
 	}
+	return ok
 }
 
 // isResourceTypeKey says whether the quoted member name decodes to "resourceType", without
@@ -134,34 +118,47 @@ func isResourceTypeKey(quoted []byte) bool {
 
 // array scans the array at s.i, the depth-th container.
 func (s *jsonScanner) array(depth int) bool {
-	if depth > MaxJSONDepth {
-		return false
-	}
-	s.i++ // '['
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return true
-	}
-	for {
+	done, ok := s.enter(depth, ']')
+	for ok && !done {
 		if !s.value(depth) {
 			return false
 		}
-		s.space()
-		if s.i == len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
-		}
+		done, ok = s.next(']')
 	}
+	return ok
+}
+
+// enter steps into the container at s.i, the depth-th, whose closing byte is end; done says
+// it is empty, and has been stepped over.
+func (s *jsonScanner) enter(depth int, end byte) (done, ok bool) {
+	if depth > MaxJSONDepth {
+		return false, false
+	}
+	s.i++
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == end {
+		s.i++
+		return true, true
+	}
+	return false, true
+}
+
+// next steps over what follows a member or an item: a comma, or the container's end (done).
+func (s *jsonScanner) next(end byte) (done, ok bool) {
+	s.space()
+	if s.i == len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		s.space()
+		return false, true
+	case end:
+		s.i++
+		return true, true
+	}
+	return false, false
 }
 
 // str scans the string literal at s.i.
