@@ -14,7 +14,7 @@ import (
 // primitive, so a bot cannot tell one copy from another. Only instances that serve run after run
 // keep a table (a vmcontext runtime serves one run). A slot is replaced by the next string
 // that hashes to it, so the table follows what the inputs repeat now, and its size is bounded:
-// jsonStringSlots strings of at most maxJSONStringLen bytes, at most some 35 KB per instance
+// jsonStringSlots strings of at most maxJSONStringLen bytes, at most some 50 KB per instance
 // (a worker keeps up to 256 idle instances).
 const (
 	jsonStringSlots  = 256 // a power of two
