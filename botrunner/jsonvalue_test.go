@@ -38,14 +38,14 @@ const sameJSValues = `(function (decoded, want) {
 // decodeChecker returns a function that decodes a document with x.jsonValue and fails the test
 // unless the value is the same as what want makes of the document (nil: its text not valid for
 // want).
-func decodeChecker(t *testing.T, x *execution, want func(doc []byte) goja.Value) func(doc []byte) {
-	t.Helper()
+func decodeChecker(tb testing.TB, x *execution, want func(doc []byte) goja.Value) func(t testing.TB, doc []byte) {
+	tb.Helper()
 	v, err := x.rt.RunString(sameJSValues)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	same, _ := goja.AssertFunction(v)
-	return func(doc []byte) {
+	return func(t testing.TB, doc []byte) {
 		t.Helper()
 		w := want(doc)
 		if w == nil {
@@ -91,14 +91,14 @@ func TestJSONValueMatchesReference(t *testing.T) {
 	n := 0
 	for _, doc := range jsonCorpus(t) {
 		if decodable(doc) {
-			checkParse(doc)
-			check(doc)
-			checkFresh(doc)
+			checkParse(t, doc)
+			check(t, doc)
+			checkFresh(t, doc)
 		}
 		jsonVariants(doc, func(b []byte) {
 			if decodable(b) {
 				n++
-				check(b)
+				check(t, b)
 			}
 		})
 	}
@@ -120,14 +120,14 @@ func FuzzJSONValue(f *testing.F) {
 	for _, doc := range jsonCorpus(f) {
 		f.Add(doc)
 	}
+	x := &execution{rt: goja.New(), pooled: true} // one warm instance for all the inputs
+	check := decodeChecker(f, x, reference(x))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in, err := ParseInput(MediaJSON, body)
 		if err != nil {
 			return
 		}
-		x := &execution{rt: goja.New(), pooled: true}
-		check := decodeChecker(t, x, reference(x))
-		check(in.JSON)
-		check(in.JSON)
+		check(t, in.JSON)
+		check(t, in.JSON)
 	})
 }
