@@ -103,6 +103,7 @@ func BenchmarkParseInput(b *testing.B) {
 		{"JSON", MediaJSON, `{"a":1,"b":[true,null,"x"],"c":{"d":2.5}}`},
 		{"FHIR", MediaFHIR, `{"resourceType":"Patient","id":"1","name":[{"given":["A"],"family":"B"}],"birthDate":"2000-01-01"}`},
 		{"FHIRBundle100", MediaFHIR, bundle},
+		{"FHIRPatient", MediaFHIR, string(readBenchInput(b, "patient.json"))}, // issue 24's
 		{"Form", MediaForm, "a=1&b=two+words&c=%C3%A9"},
 		{"HL7", MediaHL7, adtA01},
 	}

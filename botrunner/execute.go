@@ -54,6 +54,7 @@ type execution struct {
 	jsonStringify goja.Callable     // JSON.stringify, taken on first use
 	objectProto   *goja.Object      // the realm's Object.prototype, taken on first use (dataObject)
 	jsonKeys      map[string]string // object keys of decoded JSON, reused (jsonkeys.go)
+	jsonStrings   *jsonStringCache  // short string values of decoded JSON, reused (jsonstrings.go)
 
 	handler  goja.Callable // the module's handler, once its top level has run
 	reusable bool          // the last run ended in a way that leaves the instance usable
@@ -414,7 +415,7 @@ func (x *execution) drop() {
 	x.jsonStringify, x.objectProto, x.core, x.coreState, x.fhirtypes, x.urlExports = nil, nil, nil, nil, nil, nil
 	x.fetchAPI = nil
 	x.loop, x.loopErr, x.lazy = nil, nil, lazyState{}
-	x.handler = nil
+	x.handler, x.jsonStrings = nil, nil
 }
 
 // abandoned is the Result of a run that did not stop within abandonGrace of being interrupted.

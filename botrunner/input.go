@@ -313,9 +313,19 @@ type jsonInfo struct {
 	resourceType         string // the last top-level "resourceType", as JSON.parse would keep it
 }
 
-// scanJSON validates body and, in one extra pass, measures its nesting depth and finds the
-// top-level "resourceType" member. Errors are 400s that name the line, column and byte offset.
+// scanJSON validates body, measures its nesting depth and finds the top-level "resourceType"
+// member. Errors are 400s that name the line, column and byte offset.
 func scanJSON(body []byte) (jsonInfo, error) {
+	if info, ok := quickScanJSON(body); ok {
+		return info, nil
+	}
+	return scanJSONStd(body)
+}
+
+// scanJSONStd is scanJSON with encoding/json's validator and, in one extra pass, the depth and
+// the resourceType: the reference quickScanJSON is tested against, and what explains a body
+// quickScanJSON refuses.
+func scanJSONStd(body []byte) (jsonInfo, error) {
 	if !json.Valid(body) {
 		var raw json.RawMessage
 		err := json.Unmarshal(body, &raw) // only scans: reports where the syntax breaks

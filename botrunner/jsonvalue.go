@@ -23,16 +23,7 @@ type jsonDecoder struct {
 	i  int
 }
 
-func (d *jsonDecoder) skipSpace() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\r', '\n':
-			d.i++
-		default:
-			return
-		}
-	}
-}
+func (d *jsonDecoder) skipSpace() { d.i = skipJSONSpace(d.b, d.i) }
 
 func (d *jsonDecoder) value() goja.Value {
 	d.skipSpace()
@@ -71,7 +62,7 @@ func (d *jsonDecoder) value() goja.Value {
 			items = append(items, d.value())
 		}
 	case '"':
-		return d.rt.ToValue(d.str())
+		return d.strValue()
 	case 't':
 		d.i += 4
 		return d.rt.ToValue(true)
@@ -94,6 +85,21 @@ func (d *jsonDecoder) value() goja.Value {
 		f, _ := strconv.ParseFloat(string(d.b[start:d.i]), 64) // validated; ±Inf on overflow, as JSON.parse
 		return d.rt.ToValue(f)
 	}
+}
+
+// strValue reads the string literal at d.i as a JavaScript string.
+func (d *jsonDecoder) strValue() goja.Value {
+	start := d.i
+	for j := start + 1; j < len(d.b); j++ {
+		switch d.b[j] {
+		case '\\':
+			return d.rt.ToValue(d.str())
+		case '"':
+			d.i = j + 1
+			return d.stringValue(d.b[start+1 : j])
+		}
+	}
+	return d.rt.ToValue(d.str())
 }
 
 // str reads the string literal at d.i.
