@@ -61,7 +61,7 @@ func decodeChecker(tb testing.TB, x *execution, want func(doc []byte) goja.Value
 	}
 }
 
-// reference is the decoder before tuning (refJSONValue), in x's runtime.
+// reference is encoding/json's tokenizer building the same values (refJSONValue), in x's runtime.
 func reference(x *execution) func(doc []byte) goja.Value {
 	return func(doc []byte) goja.Value { return refJSONValue(x, doc) }
 }
@@ -81,7 +81,7 @@ func jsonParse(t *testing.T, x *execution) func(doc []byte) goja.Value {
 
 // TestJSONValueMatchesReference decodes every valid document of the corpus and its variants on
 // one warm instance, the corpus's documents twice (the second time with their keys and strings
-// cached), and compares each with the decoder before tuning; the corpus's documents also with
+// cached), and compares each with the reference decoder; the corpus's documents also with
 // JSON.parse, and on a runtime that serves one run.
 func TestJSONValueMatchesReference(t *testing.T) {
 	x := &execution{rt: goja.New(), pooled: true}
@@ -114,7 +114,7 @@ func decodable(doc []byte) bool {
 	return err == nil
 }
 
-// FuzzJSONValue compares the decoder with the one before tuning on whatever JSON body the
+// FuzzJSONValue compares the decoder with the reference decoder on whatever JSON body the
 // runner accepts.
 func FuzzJSONValue(f *testing.F) {
 	for _, doc := range jsonCorpus(f) {
