@@ -1,10 +1,8 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -16,35 +14,14 @@ type jsonAppender interface {
 	appendJSON(dst []byte) []byte
 }
 
-// encodeRecord is the stored JSON of r.
-//
-// An appender writes into a pooled scratch buffer and the record gets an
-// exact-size copy: the store keeps the bytes until its transaction
-// commits, so they cannot be the scratch itself, and a guessed capacity
-// either wastes most of itself or, when the event outgrows it (a bot
-// run's AuditEvent is just over 1 KB), is allocated again at 1.5 times
-// the size — about 2.5 KB of garbage per event where the copy is 1.1 KB
-// (BenchmarkRunMessage).
+// encodeRecord is the stored JSON of r; an appender's is encoded in a
+// pooled buffer (AppendPooled).
 func encodeRecord(r storable) ([]byte, error) {
 	if a, ok := r.(jsonAppender); ok {
-		scratch := recordScratch.Get().(*[]byte)
-		b := a.appendJSON((*scratch)[:0])
-		out := bytes.Clone(b)
-		if cap(b) <= maxPooledScratch {
-			*scratch = b
-			recordScratch.Put(scratch)
-		}
-		return out, nil
+		return AppendPooled(a.appendJSON), nil
 	}
 	return json.Marshal(r)
 }
-
-// recordScratch holds encodeRecord's scratch buffers (*[]byte).
-var recordScratch = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
-// maxPooledScratch keeps a rare huge record (a long console tail) from
-// pinning its buffer in the pool.
-const maxPooledScratch = 64 << 10
 
 // appendJSON encodes the event as json.Marshal does. An AuditEvent is
 // written with every bot run, and encoding/json's reflection over its nested

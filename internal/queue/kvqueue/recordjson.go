@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"sync"
 
 	"github.com/fhirgate/fhirgate/internal/store"
 )
@@ -38,63 +37,60 @@ func encodeNewRecord(r *record) ([]byte, error) {
 }
 
 // appendRecord encodes r, compacting its args when compact is set, and
-// returns the encoding and the args within it.
+// returns the encoding and the args within it. The encoding is written in
+// a pooled buffer and gets an exact-size copy (store.AppendPooled): the
+// store keeps the value until its transaction commits, and a new record's
+// args live on in the queue's index.
 func appendRecord(r *record, compact bool) ([]byte, json.RawMessage, error) {
 	runAt, err := r.RunAt.MarshalJSON()
 	if err != nil {
 		_, err = json.Marshal(r) // its error, naming the field
 		return nil, nil, err
 	}
-	scratch := recordScratch.Get().(*[]byte)
-	defer func() {
-		if cap(*scratch) <= maxPooledScratch {
-			recordScratch.Put(scratch)
-		}
-	}()
-	b := append((*scratch)[:0], `{"id":`...)
-	b = store.AppendJSONString(b, r.ID)
-	b = append(b, `,"kind":`...)
-	b = store.AppendJSONString(b, r.Kind)
 	argsAt, argsEnd := 0, 0
-	if len(r.Args) > 0 {
-		b = append(b, `,"args":`...)
-		argsAt = len(b)
-		if compact {
-			if b, err = appendCompact(b, r.Args); err != nil {
-				*scratch = b
-				_, err = json.Marshal(r)
-				return nil, nil, err
+	var argsErr error
+	out := store.AppendPooled(func(b []byte) []byte {
+		b = append(b, `{"id":`...)
+		b = store.AppendJSONString(b, r.ID)
+		b = append(b, `,"kind":`...)
+		b = store.AppendJSONString(b, r.Kind)
+		if len(r.Args) > 0 {
+			b = append(b, `,"args":`...)
+			argsAt = len(b)
+			if compact {
+				if b, argsErr = appendCompact(b, r.Args); argsErr != nil {
+					return b
+				}
+			} else {
+				b = append(b, r.Args...)
 			}
-		} else {
-			b = append(b, r.Args...)
+			argsEnd = len(b)
 		}
-		argsEnd = len(b)
+		if r.UniqueKey != "" {
+			b = append(b, `,"unique_key":`...)
+			b = store.AppendJSONString(b, r.UniqueKey)
+		}
+		b = append(b, `,"state":`...)
+		b = store.AppendJSONString(b, string(r.State))
+		b = append(b, `,"attempt":`...)
+		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
+		b = append(b, `,"run_at":`...)
+		b = append(b, runAt...)
+		if r.Rescued {
+			b = append(b, `,"rescued":true`...)
+		}
+		if r.LastError != "" {
+			b = append(b, `,"last_error":`...)
+			b = store.AppendJSONString(b, r.LastError)
+		}
+		return append(b, '}')
+	})
+	if argsErr != nil {
+		_, err = json.Marshal(r) // its error for args that are not JSON
+		return nil, nil, err
 	}
-	if r.UniqueKey != "" {
-		b = append(b, `,"unique_key":`...)
-		b = store.AppendJSONString(b, r.UniqueKey)
-	}
-	b = append(b, `,"state":`...)
-	b = store.AppendJSONString(b, string(r.State))
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(r.Attempt), 10)
-	b = append(b, `,"max_attempts":`...)
-	b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
-	b = append(b, `,"run_at":`...)
-	b = append(b, runAt...)
-	if r.Rescued {
-		b = append(b, `,"rescued":true`...)
-	}
-	if r.LastError != "" {
-		b = append(b, `,"last_error":`...)
-		b = store.AppendJSONString(b, r.LastError)
-	}
-	b = append(b, '}')
-	*scratch = b
-	// The store keeps the value until its transaction commits, and a new
-	// record's args live on in the queue's index: the record gets its own
-	// exact-size copy.
-	out := bytes.Clone(b)
 	return out, out[argsAt:argsEnd:argsEnd], nil
 }
 
@@ -129,10 +125,3 @@ func mayEscape(args []byte) bool {
 	}
 	return false
 }
-
-// recordScratch holds appendRecord's scratch buffers (*[]byte).
-var recordScratch = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
-// maxPooledScratch keeps a rare huge job from pinning its buffer in the
-// pool.
-const maxPooledScratch = 64 << 10
