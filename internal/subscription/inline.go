@@ -56,7 +56,6 @@ func (s *Service) deliverBots(ctx context.Context, a *triggerArgs, bots []botDel
 	var da deliverArgs
 	caller := a.Writer.identity()
 	for i, b := range bots {
-		da = a.deliverArgs(b.rule, b.change)
 		if !timeForABot(ctx) {
 			for _, rest := range bots[i:] {
 				da = a.deliverArgs(rest.rule, rest.change)
@@ -68,6 +67,7 @@ func (s *Service) deliverBots(ctx context.Context, a *triggerArgs, bots []botDel
 			}
 			break
 		}
+		da = a.deliverArgs(b.rule, b.change)
 		da.caller = caller
 		if s.deliver(ctx, &da, 1, botDeliverAttempts) == nil {
 			continue
