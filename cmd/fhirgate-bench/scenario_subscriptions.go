@@ -51,7 +51,8 @@ func (h *harness) subscriptionsScenario(ctx context.Context, _ *mainInstance) (*
 				s.Measurements = append(s.Measurements, &measurement{Label: "PostgreSQL", Name: "gateway on PostgreSQL", Unavailable: err.Error()})
 				s.Checks = append(s.Checks,
 					unavailableCheck("client write p99 with Subscriptions ÷ none, PostgreSQL", "<=", 1.2, "", err.Error()),
-					unavailableCheck("trigger lag p99, PostgreSQL", "<=", 1000, "ms", err.Error()))
+					unavailableCheck("trigger lag p99, PostgreSQL", "<=", 1000, "ms", err.Error()),
+					unavailableCheck("client write p99 beside the deliveries' CPU spent in another process ÷ none, PostgreSQL", "<=", 1.2, "", err.Error()))
 				continue
 			}
 			defer drop()
@@ -148,6 +149,16 @@ func (h *harness) subscriptionsOn(ctx context.Context, s *scenario, p *caddyProc
 			return err
 		}
 	}
+	if subs != nil {
+		if err := deleteSubscriptions(ctx, p, admin, subs); err != nil {
+			return err
+		}
+		subs = nil
+	}
+	control, err := h.deliveriesCPUControl(ctx, p, store, spec, order, res)
+	if err != nil {
+		return err
+	}
 	p50, _, _ := got.lagQuantile(0.50)
 	p99, lo, hi := got.lagQuantile(0.99)
 	extra := map[string]any{}
@@ -168,7 +179,67 @@ func (h *harness) subscriptionsOn(ctx context.Context, s *scenario, p *caddyProc
 	lagCheck := newCheck("trigger lag p99, "+long+" (fhirgate's histogram, interpolated in its bucket)", ms(secondsDuration(p99)), "<=", 1000, "ms")
 	lagCheck.Label = "lag p99, " + store
 	s.Checks = append(s.Checks, ratioCheck, lagCheck)
+	s.Measurements = append(s.Measurements, control.measurements...)
+	s.Checks = append(s.Checks, control.check)
 	return nil
+}
+
+// cpuControl is the result of deliveriesCPUControl.
+type cpuControl struct {
+	measurements []*measurement
+	check        *check
+}
+
+// deliveriesCPUControl tells CPU from everything else in a subscribed
+// write's extra p99: writes with no Subscription, alternating (in order)
+// with writes beside startCPULoad spending, in the harness's process,
+// the CPU per write that the deliveries added to the gateway and its
+// workers in res (PostgreSQL's own work is not in it). A ratio near 1
+// says the machine has room for that CPU when it is spent elsewhere.
+func (h *harness) deliveriesCPUControl(ctx context.Context, p *caddyProc, store string, spec loadSpec, order []int, res [2]*loadResult) (cpuControl, error) {
+	long := map[string]string{"Badger": "Badger", "PG": "PostgreSQL"}[store]
+	name := "client write p99 beside the deliveries' CPU spent in another process ÷ none, " + long
+	extra := time.Duration((res[1].ServerCPUPerRequestUs - res[0].ServerCPUPerRequestUs) * float64(time.Microsecond))
+	if extra <= 0 {
+		why := fmt.Sprintf("the subscribed writes cost no more CPU than the others (%.0f vs %.0f µs per write)",
+			res[1].ServerCPUPerRequestUs, res[0].ServerCPUPerRequestUs)
+		c := unavailableCheck(name, "<=", 1.2, "", why)
+		c.Verdict, c.Label = verdictNA, "ctl ratio, "+store
+		return cpuControl{check: c}, nil
+	}
+	sides := [2]string{"none", "cpu"}
+	var parts [2][]*loadResult
+	for k, side := range order {
+		stop := func() {}
+		if side == 1 {
+			stop = startCPULoad(extra, subscriptionRate)
+		}
+		r, err := h.load(ctx, p, fmt.Sprintf("12-control-%s-%s-%d", sides[side], store, k/2+1), spec)
+		stop()
+		if err != nil {
+			return cpuControl{}, err
+		}
+		parts[side] = append(parts[side], r)
+	}
+	var got [2]*loadResult
+	for i := range got {
+		var err error
+		if got[i], err = mergeResults(parts[i]...); err != nil {
+			return cpuControl{}, err
+		}
+	}
+	c := newCheck(name, ratio(got[1].P99Ms, got[0].P99Ms), "<=", 1.2, "")
+	c.Verdict, c.Label = verdictNA, "ctl ratio, "+store
+	c.Note = "information: the CPU, not the deliveries' other effects on the gateway"
+	return cpuControl{
+		measurements: []*measurement{
+			{Label: "ctl none, " + store, Name: fmt.Sprintf("POST Patient at %d/s, no Subscription, %s, compared with the row below", subscriptionRate, long), Load: got[0]},
+			{Label: "ctl +CPU, " + store, Load: got[1], Name: fmt.Sprintf(
+				"POST Patient at %d/s, no Subscription, %s, while the harness spends %.0f µs of CPU per write on %d threads (the deliveries' extra CPU per write in the gateway and its workers)",
+				subscriptionRate, long, float64(extra)/float64(time.Microsecond), cpuLoadThreads)},
+		},
+		check: c,
+	}, nil
 }
 
 // secondsDuration converts seconds, +Inf to the largest duration.
