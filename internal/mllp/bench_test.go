@@ -35,7 +35,7 @@ func (l *loopReader) Read(p []byte) (int, error) {
 // what MLLP adds to a run that $execute does not pay.
 func BenchmarkMessagePath(b *testing.B) {
 	r := NewReader(&loopReader{b: AppendFrame(nil, []byte(benchMessage))}, 1<<20)
-	dups := NewDuplicates(10*time.Minute, 100_000, nil)
+	dups := NewDuplicates(10*time.Minute, 100_000, 16<<20, nil)
 	var out []byte
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -65,7 +65,7 @@ func BenchmarkMessagePath(b *testing.B) {
 // BenchmarkDuplicates is the duplicate memory's bookkeeping for a new
 // message, at its bound (every Do evicts one).
 func BenchmarkDuplicates(b *testing.B) {
-	dups := NewDuplicates(10*time.Minute, 100_000, nil)
+	dups := NewDuplicates(10*time.Minute, 100_000, 16<<20, nil)
 	ack := bytes.Repeat([]byte("a"), 150)
 	keys := make([]string, 1<<20)
 	for i := range keys {

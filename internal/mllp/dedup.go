@@ -8,17 +8,24 @@ import (
 // Duplicates remembers the acknowledgments of recent messages, so a sender
 // that sends a message again (it did not see the ACK, and resends with the
 // same MSH-10) gets the same answer without the message being processed
-// twice. Entries live for a window and their number is bounded: beyond it
-// the oldest go first.
+// twice. Entries live for a window, and both their number and the memory
+// they hold are bounded: beyond either bound the oldest go first.
 type Duplicates struct {
-	window time.Duration
-	max    int
-	now    func() time.Time
+	window   time.Duration
+	max      int
+	maxBytes int
+	now      func() time.Time
 
 	mu      sync.Mutex
 	entries map[string]*remembered
 	order   []slot // entries in insertion order, oldest first
+	bytes   int    // the cost of the entries in entries
 }
+
+// rememberedOverhead estimates what an entry holds beside its key and
+// answer: its map entry, its slot in the order, the remembered struct and
+// its channel.
+const rememberedOverhead = 256
 
 // slot is one place in the insertion order; it is stale once its key names
 // another entry (or none).
@@ -34,15 +41,17 @@ type remembered struct {
 	ack  []byte
 	keep bool
 	at   time.Time
+	cost int // counted in Duplicates.bytes
 }
 
 // NewDuplicates returns a memory of answers kept for window, at most max of
-// them. now is the clock (nil: time.Now).
-func NewDuplicates(window time.Duration, max int, now func() time.Time) *Duplicates {
+// them and maxBytes of keys, answers and bookkeeping (an answer larger than
+// that is not remembered). now is the clock (nil: time.Now).
+func NewDuplicates(window time.Duration, max, maxBytes int, now func() time.Time) *Duplicates {
 	if now == nil {
 		now = time.Now
 	}
-	return &Duplicates{window: window, max: max, now: now, entries: make(map[string]*remembered)}
+	return &Duplicates{window: window, max: max, maxBytes: maxBytes, now: now, entries: make(map[string]*remembered)}
 }
 
 // Do answers the message key names: the remembered answer when one is
@@ -56,19 +65,29 @@ func (d *Duplicates) Do(key string, process func() (ack []byte, keep bool)) (ack
 		d.expire()
 		e, ok := d.entries[key]
 		if !ok {
-			e = &remembered{done: make(chan struct{}), at: d.now()}
+			e = &remembered{done: make(chan struct{}), at: d.now(), cost: len(key) + rememberedOverhead}
 			d.entries[key] = e
+			d.bytes += e.cost
 			d.order = append(d.order, slot{key, e})
 			d.evict()
 			d.mu.Unlock()
 			ack, keep := process()
 			d.mu.Lock()
 			e.ack, e.keep = ack, keep
-			if !keep && d.entries[key] == e {
-				delete(d.entries, key)
-				d.compact()
+			present := d.entries[key] == e
+			// An answer larger than the whole bound is not remembered,
+			// rather than evicting every other answer to make room.
+			remember := keep && e.cost+len(ack) <= d.maxBytes
+			if present && remember {
+				e.cost += len(ack)
+				d.bytes += len(ack)
 			}
 			close(e.done)
+			if present && !remember {
+				d.remove(key, e)
+				d.compact()
+			}
+			d.evict()
 			d.mu.Unlock()
 			return ack, false
 		}
@@ -91,24 +110,31 @@ func (d *Duplicates) expire() {
 			if s.e.at.After(cut) || !isDone(s.e) {
 				return // young, or still being processed: it and all after it stay
 			}
-			delete(d.entries, s.key)
+			d.remove(s.key, s.e)
 		}
 		d.order = d.order[1:]
 	}
 }
 
-// evict drops the oldest finished entries beyond max; d.mu is held.
+// evict drops the oldest finished entries while there are more than max
+// or they hold more than maxBytes; d.mu is held.
 func (d *Duplicates) evict() {
-	for len(d.entries) > d.max && len(d.order) > 0 {
+	for (len(d.entries) > d.max || d.bytes > d.maxBytes) && len(d.order) > 0 {
 		s := d.order[0]
 		if d.entries[s.key] == s.e {
 			if !isDone(s.e) {
 				return // the oldest is still being processed; it goes once finished
 			}
-			delete(d.entries, s.key)
+			d.remove(s.key, s.e)
 		}
 		d.order = d.order[1:]
 	}
+}
+
+// remove forgets key's entry e; d.mu is held.
+func (d *Duplicates) remove(key string, e *remembered) {
+	delete(d.entries, key)
+	d.bytes -= e.cost
 }
 
 func isDone(e *remembered) bool {

@@ -22,7 +22,7 @@ func (c *clock) add(d time.Duration) {
 
 func TestDuplicatesAnswerTheSameWithoutProcessing(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
-	d := NewDuplicates(time.Minute, 100, c.now)
+	d := NewDuplicates(time.Minute, 100, 1<<20, c.now)
 	runs := 0
 	process := func() ([]byte, bool) { runs++; return []byte(fmt.Sprint("ack", runs)), true }
 	a1, dup1 := d.Do("k", process)
@@ -40,7 +40,7 @@ func TestDuplicatesAnswerTheSameWithoutProcessing(t *testing.T) {
 }
 
 func TestDuplicatesNotKeptAreProcessedAgain(t *testing.T) {
-	d := NewDuplicates(time.Minute, 100, nil)
+	d := NewDuplicates(time.Minute, 100, 1<<20, nil)
 	runs := 0
 	busy := func() ([]byte, bool) { runs++; return []byte("busy"), false }
 	d.Do("k", busy)
@@ -50,7 +50,7 @@ func TestDuplicatesNotKeptAreProcessedAgain(t *testing.T) {
 }
 
 func TestDuplicatesConcurrentCopyWaitsForTheFirst(t *testing.T) {
-	d := NewDuplicates(time.Minute, 100, nil)
+	d := NewDuplicates(time.Minute, 100, 1<<20, nil)
 	var runs atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
 	go d.Do("k", func() ([]byte, bool) { runs.Add(1); close(started); <-release; return []byte("first"), true })
@@ -72,7 +72,7 @@ func TestDuplicatesConcurrentCopyWaitsForTheFirst(t *testing.T) {
 }
 
 func TestDuplicatesBounded(t *testing.T) {
-	d := NewDuplicates(time.Hour, 10, nil)
+	d := NewDuplicates(time.Hour, 10, 1<<20, nil)
 	for i := range 1000 {
 		d.Do(fmt.Sprint(i), func() ([]byte, bool) { return []byte("a"), true })
 		d.Do(fmt.Sprint("busy", i), func() ([]byte, bool) { return []byte("b"), false })
@@ -84,5 +84,55 @@ func TestDuplicatesBounded(t *testing.T) {
 	}
 	if _, ok := d.entries["999"]; !ok {
 		t.Fatal("the newest entry was evicted")
+	}
+}
+
+// TestDuplicatesBoundedInBytes: large answers are remembered up to the
+// byte bound, the oldest going first, the count of bytes follows every
+// way an entry goes (evicted, expired, not kept), and an answer larger
+// than the whole bound is answered but neither remembered nor allowed to
+// evict the others.
+func TestDuplicatesBoundedInBytes(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	const maxBytes = 64 << 10
+	d := NewDuplicates(time.Minute, 1000, maxBytes, c.now)
+	big := make([]byte, 10<<10)
+	for i := range 100 {
+		if _, dup := d.Do(fmt.Sprint(i), func() ([]byte, bool) { return big, true }); dup {
+			t.Fatalf("message %d answered as a duplicate", i)
+		}
+	}
+	d.mu.Lock()
+	entries, bytes := len(d.entries), d.bytes
+	_, newest := d.entries["99"]
+	_, oldest := d.entries["0"]
+	d.mu.Unlock()
+	if bytes > maxBytes || entries == 0 || entries > maxBytes/len(big) || !newest || oldest {
+		t.Fatalf("%d entries of %d bytes (newest kept %v, oldest kept %v); want at most %d bytes, the newest kept",
+			entries, bytes, newest, oldest, maxBytes)
+	}
+	if _, dup := d.Do("99", func() ([]byte, bool) { t.Fatal("a remembered answer was processed again"); return nil, true }); !dup {
+		t.Fatal("the newest answer is not remembered")
+	}
+	huge := make([]byte, maxBytes+1)
+	runs := 0
+	for range 2 {
+		if a, dup := d.Do("huge", func() ([]byte, bool) { runs++; return huge, true }); dup || len(a) != len(huge) {
+			t.Fatalf("an answer over the bound: %d bytes, duplicate %v", len(a), dup)
+		}
+	}
+	if runs != 2 {
+		t.Fatalf("an answer over the bound was remembered (%d runs for 2 copies)", runs)
+	}
+	if _, dup := d.Do("99", func() ([]byte, bool) { return nil, true }); !dup {
+		t.Fatal("an answer over the bound evicted the others")
+	}
+	d.Do("refused", func() ([]byte, bool) { return big, false })
+	c.add(2 * time.Minute)
+	d.Do("after", func() ([]byte, bool) { return []byte("a"), true })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if want := len("after") + rememberedOverhead + 1; len(d.entries) != 1 || d.bytes != want {
+		t.Fatalf("after the window: %d entries of %d bytes; want 1 of %d", len(d.entries), d.bytes, want)
 	}
 }
