@@ -36,25 +36,23 @@ var botIdentityMarker = []byte("m/bot-identity")
 // behaviour a client could observe other than through the field itself.
 func (s *Store) MigrateBotIdentity(ctx context.Context) (int, error) {
 	total := 0
+	defer func() {
+		if total > 0 { // cached bots must be read again, passes done or not
+			s.changes.noteType("Bot")
+		}
+	}()
 	var after []byte
 	for {
 		p, err := s.migrateBotIdentityPass(ctx, after)
-		total += p.migrated
 		if err != nil {
-			if total > 0 {
-				s.changes.noteType("Bot")
-			}
 			return total, fmt.Errorf("migrating bots to run as their caller: %w", err)
 		}
+		total += p.migrated
 		if p.done {
-			break
+			return total, nil
 		}
 		after = p.resume
 	}
-	if total > 0 {
-		s.changes.noteType("Bot")
-	}
-	return total, nil
 }
 
 // botIdentityBatchBytes bounds the records one transaction of
