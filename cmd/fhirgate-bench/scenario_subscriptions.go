@@ -155,7 +155,7 @@ func (h *harness) subscriptionsOn(ctx context.Context, s *scenario, p *caddyProc
 		}
 		subs = nil
 	}
-	control, err := h.deliveriesCPUControl(ctx, p, store, spec, order, res)
+	control, err := h.deliveriesCPUControl(ctx, p, store, long, spec, order, res)
 	if err != nil {
 		return err
 	}
@@ -195,9 +195,9 @@ type cpuControl struct {
 // with writes beside startCPULoad spending, in the harness's process,
 // the CPU per write that the deliveries added to the gateway and its
 // workers in res (PostgreSQL's own work is not in it). A ratio near 1
-// says the machine has room for that CPU when it is spent elsewhere.
-func (h *harness) deliveriesCPUControl(ctx context.Context, p *caddyProc, store string, spec loadSpec, order []int, res [2]*loadResult) (cpuControl, error) {
-	long := map[string]string{"Badger": "Badger", "PG": "PostgreSQL"}[store]
+// says the machine has room for that CPU when it is spent elsewhere. store
+// labels the rows, long names the store in them.
+func (h *harness) deliveriesCPUControl(ctx context.Context, p *caddyProc, store, long string, spec loadSpec, order []int, res [2]*loadResult) (cpuControl, error) {
 	name := "client write p99 beside the deliveries' CPU spent in another process ÷ none, " + long
 	extra := time.Duration((res[1].ServerCPUPerRequestUs - res[0].ServerCPUPerRequestUs) * float64(time.Microsecond))
 	if extra <= 0 {
